@@ -1,0 +1,157 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// KindManifestSync is the kind of ManifestSync.
+const KindManifestSync = "ManifestSync"
+
+// ManifestSync renders one source folder into one folder of a destination
+// branch, with every selected image pinned to a digest.
+type ManifestSync struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec ManifestSyncSpec `json:"spec"`
+}
+
+// ManifestSyncSpec is what a ManifestSync renders, how, and where to.
+type ManifestSyncSpec struct {
+	// Source is the repository folder to render.
+	Source Source `json:"source"`
+	// Render selects and configures the renderer; by default it is detected
+	// from the folder (kustomization.yaml, Chart.yaml, or plain YAML).
+	Render *Render `json:"render,omitempty"`
+	// Images lists the image references to pin; others stay as written.
+	// The first rule whose name matches an image applies.
+	Images []ImageRule `json:"images,omitempty"`
+	// Destination is the branch folder the rendered manifests are written to.
+	Destination Destination `json:"destination"`
+}
+
+// Source names a folder of a git repository or of a local directory.
+type Source struct {
+	// Repo is an https://, ssh://, scp-like (git@host:org/r.git) or file://
+	// URL, or a local path, relative to the file that declares it.
+	Repo string `json:"repo"`
+	// Ref is a branch, tag or full commit SHA. The default is the remote
+	// HEAD; for a local path without a ref, the working tree as it is.
+	Ref string `json:"ref,omitempty"`
+	// Path is the folder inside the repository. The default is ".".
+	Path string `json:"path,omitempty"`
+}
+
+// Render configures the renderers. When exactly one of Kustomize and Helm is
+// set it selects that renderer; otherwise the folder decides.
+type Render struct {
+	Kustomize *KustomizeRender `json:"kustomize,omitempty"`
+	Helm      *HelmRender      `json:"helm,omitempty"`
+}
+
+// LoadRestrictor values, as in kustomize's --load-restrictor.
+const (
+	LoadRestrictorRootOnly = "rootOnly"
+	LoadRestrictorNone     = "none"
+)
+
+// KustomizeRender configures kustomize.
+type KustomizeRender struct {
+	// LoadRestrictor is rootOnly (the default) or none.
+	LoadRestrictor string `json:"loadRestrictor,omitempty"`
+	// EnableHelm lets kustomizations inflate helmCharts, rendered with the
+	// built-in Helm engine.
+	EnableHelm bool `json:"enableHelm,omitempty"`
+}
+
+// HelmRender configures the Helm renderer.
+type HelmRender struct {
+	// ReleaseName is the release name. The default is the sync's name.
+	ReleaseName string `json:"releaseName,omitempty"`
+	// Namespace is the release namespace (.Release.Namespace).
+	Namespace string `json:"namespace,omitempty"`
+	// Values are merged over the chart's values and the values files.
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+	// ValuesFiles are read from the chart directory, in order.
+	ValuesFiles []string `json:"valuesFiles,omitempty"`
+	// KubeVersion is the Kubernetes version the chart is rendered for.
+	KubeVersion string `json:"kubeVersion,omitempty"`
+	// IncludeCRDs renders the chart's crds/ folder too.
+	IncludeCRDs bool `json:"includeCRDs,omitempty"`
+	// Chart is a remote chart to render instead of the source folder.
+	Chart *HelmChart `json:"chart,omitempty"`
+}
+
+// HelmChart names a chart in an OCI registry or an https chart repository.
+type HelmChart struct {
+	// Repo is oci://host/path or an https:// chart repository URL.
+	Repo string `json:"repo"`
+	// Name is the chart name.
+	Name string `json:"name"`
+	// Version is a chart version or a semver constraint.
+	Version string `json:"version"`
+}
+
+// ImageStrategy says how an image rule chooses the digest to pin.
+type ImageStrategy string
+
+// Image strategies.
+const (
+	// StrategyMutableTag resolves the tag as written (or the rule's tag) to
+	// the digest it points at now.
+	StrategyMutableTag ImageStrategy = "mutableTag"
+	// StrategySourceCommit uses the source commit SHA as the tag.
+	StrategySourceCommit ImageStrategy = "sourceCommit"
+	// StrategySemver picks the highest tag matching a constraint.
+	StrategySemver ImageStrategy = "semver"
+)
+
+// ImageRule selects image references by repository and says how to pin them.
+type ImageRule struct {
+	// Name is a repository, exact or a glob ("registry.example.com/team/*",
+	// "*").
+	Name string `json:"name"`
+	// Strategy is mutableTag (the default), sourceCommit or semver.
+	Strategy ImageStrategy `json:"strategy,omitempty"`
+	// Tag replaces the written tag before resolving (mutableTag only).
+	Tag string `json:"tag,omitempty"`
+	// TagLength shortens the commit SHA used as tag (sourceCommit only); 0
+	// means the full SHA.
+	TagLength int `json:"tagLength,omitempty"`
+	// Constraint is a semver range such as ">=1.2.0 <2.0.0" (semver only).
+	Constraint string `json:"constraint,omitempty"`
+}
+
+// Layout values.
+const (
+	LayoutPerObject = "perObject"
+	LayoutSingle    = "single"
+)
+
+// Mode values.
+const (
+	ModePush   = "push"
+	ModeBranch = "branch"
+)
+
+// Destination is a folder of a branch of a repository.
+type Destination struct {
+	// Repo defaults to the source repository.
+	Repo string `json:"repo,omitempty"`
+	// Branch is created when missing (as an orphan when the repo is empty).
+	Branch string `json:"branch"`
+	// Path is the folder the sync owns; nothing else of the branch changes.
+	Path string `json:"path"`
+	// Layout is perObject (the default: one file per object) or single
+	// (one manifest.yaml).
+	Layout string `json:"layout,omitempty"`
+	// Mode is push (the default) or branch: push to sluice/<branch>/<name>
+	// for review instead.
+	Mode string `json:"mode,omitempty"`
+}
+
+// ReviewBranch is the branch a sync in branch mode pushes to.
+func (d Destination) ReviewBranch(sync string) string {
+	return "sluice/" + d.Branch + "/" + sync
+}

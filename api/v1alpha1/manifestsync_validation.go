@@ -1,0 +1,181 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Validate checks a defaulted ManifestSync and returns every problem found,
+// each with the path of the field it concerns.
+func (s *ManifestSync) Validate() field.ErrorList {
+	errs := validateName(s.Name, field.NewPath("metadata", "name"))
+	spec := field.NewPath("spec")
+	errs = append(errs, s.Spec.Source.validate(spec.Child("source"))...)
+	if s.Spec.Render != nil {
+		errs = append(errs, s.Spec.Render.validate(spec.Child("render"))...)
+	}
+	for i, img := range s.Spec.Images {
+		errs = append(errs, img.validate(spec.Child("images").Index(i))...)
+	}
+	errs = append(errs, s.Spec.Destination.validate(spec.Child("destination"))...)
+	return errs
+}
+
+func (s Source) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.Repo == "" {
+		errs = append(errs, field.Required(p.Child("repo"), "a git URL or a local path"))
+	}
+	if s.Ref != "" && !IsCommitSHA(s.Ref) {
+		if err := ValidateRefName(strings.TrimPrefix(s.Ref, "refs/")); err != nil {
+			errs = append(errs, field.Invalid(p.Child("ref"), s.Ref, err.Error()))
+		}
+	}
+	return append(errs, validateRelPath(s.Path, p.Child("path"))...)
+}
+
+func (r Render) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if k := r.Kustomize; k != nil {
+		switch k.LoadRestrictor {
+		case LoadRestrictorRootOnly, LoadRestrictorNone:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("kustomize", "loadRestrictor"), k.LoadRestrictor,
+				[]string{LoadRestrictorRootOnly, LoadRestrictorNone}))
+		}
+	}
+	if h := r.Helm; h != nil {
+		errs = append(errs, h.validate(p.Child("helm"))...)
+	}
+	return errs
+}
+
+func (h HelmRender) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if h.Values != nil && len(h.Values.Raw) > 0 {
+		var m map[string]any
+		if err := json.Unmarshal(h.Values.Raw, &m); err != nil {
+			errs = append(errs, field.Invalid(p.Child("values"), string(h.Values.Raw), "must be a mapping"))
+		}
+	}
+	for i, f := range h.ValuesFiles {
+		errs = append(errs, validateRelPath(f, p.Child("valuesFiles").Index(i))...)
+	}
+	if h.KubeVersion != "" {
+		if _, err := semver.NewVersion(h.KubeVersion); err != nil {
+			errs = append(errs, field.Invalid(p.Child("kubeVersion"), h.KubeVersion, "must be a version such as 1.31.0"))
+		}
+	}
+	if c := h.Chart; c != nil {
+		cp := p.Child("chart")
+		switch {
+		case c.Repo == "":
+			errs = append(errs, field.Required(cp.Child("repo"), "oci://host/path or an https:// chart repository"))
+		case !strings.HasPrefix(c.Repo, "oci://") && !strings.HasPrefix(c.Repo, "https://") && !strings.HasPrefix(c.Repo, "http://"):
+			errs = append(errs, field.Invalid(cp.Child("repo"), c.Repo, "must start with oci:// or https://"))
+		}
+		if c.Name == "" {
+			errs = append(errs, field.Required(cp.Child("name"), "the chart's name"))
+		}
+		if c.Version == "" {
+			errs = append(errs, field.Required(cp.Child("version"), "a chart version or semver range; pinning a version keeps hydration reproducible"))
+		} else if _, err := semver.NewConstraint(c.Version); err != nil {
+			errs = append(errs, field.Invalid(cp.Child("version"), c.Version, err.Error()))
+		}
+	}
+	return errs
+}
+
+func (r ImageRule) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if r.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), `a repository or a glob such as "registry.example.com/team/*"`))
+	} else if strings.ContainsAny(r.Name, "@") || hasTag(r.Name) {
+		errs = append(errs, field.Invalid(p.Child("name"), r.Name, "must name a repository, without tag or digest"))
+	}
+	switch r.Strategy {
+	case StrategyMutableTag:
+		if r.Tag != "" {
+			if err := ValidateTag(r.Tag); err != nil {
+				errs = append(errs, field.Invalid(p.Child("tag"), r.Tag, err.Error()))
+			}
+		}
+	case StrategySourceCommit:
+		if r.TagLength != 0 && (r.TagLength < 4 || r.TagLength > 40) {
+			errs = append(errs, field.Invalid(p.Child("tagLength"), r.TagLength, "must be between 4 and 40, or 0 for the full SHA"))
+		}
+	case StrategySemver:
+		if r.Constraint == "" {
+			errs = append(errs, field.Required(p.Child("constraint"), `a semver range such as ">=1.2.0 <2.0.0"`))
+		} else {
+			errs = append(errs, validateSemverConstraint(r.Constraint, p.Child("constraint"))...)
+		}
+	default:
+		errs = append(errs, field.NotSupported(p.Child("strategy"), r.Strategy,
+			[]ImageStrategy{StrategyMutableTag, StrategySourceCommit, StrategySemver}))
+	}
+	if r.Tag != "" && r.Strategy != StrategyMutableTag {
+		errs = append(errs, field.Forbidden(p.Child("tag"), "only the mutableTag strategy takes a tag"))
+	}
+	if r.TagLength != 0 && r.Strategy != StrategySourceCommit {
+		errs = append(errs, field.Forbidden(p.Child("tagLength"), "only the sourceCommit strategy takes a tagLength"))
+	}
+	if r.Constraint != "" && r.Strategy != StrategySemver {
+		errs = append(errs, field.Forbidden(p.Child("constraint"), "only the semver strategy takes a constraint"))
+	}
+	return errs
+}
+
+// hasTag reports whether a repository string carries a :tag after its last
+// slash (a colon before it is a registry port).
+func hasTag(repo string) bool {
+	i := strings.LastIndex(repo, "/")
+	return strings.Contains(repo[i+1:], ":")
+}
+
+func (d Destination) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if d.Repo == "" {
+		errs = append(errs, field.Required(p.Child("repo"), "a git URL or a local path (defaults to spec.source.repo)"))
+	}
+	if d.Branch == "" {
+		errs = append(errs, field.Required(p.Child("branch"), "the branch to write to, such as env/dev"))
+	} else if err := ValidateRefName(d.Branch); err != nil {
+		errs = append(errs, field.Invalid(p.Child("branch"), d.Branch, err.Error()))
+	}
+	switch d.Path {
+	case "":
+		errs = append(errs, field.Required(p.Child("path"), "the folder this sync owns, such as apps/guestbook"))
+	case ".":
+		errs = append(errs, field.Invalid(p.Child("path"), d.Path, "must be a folder, not the branch root: the sync owns this folder and nothing else"))
+	default:
+		errs = append(errs, validateRelPath(d.Path, p.Child("path"))...)
+	}
+	switch d.Layout {
+	case LayoutPerObject, LayoutSingle:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("layout"), d.Layout, []string{LayoutPerObject, LayoutSingle}))
+	}
+	switch d.Mode {
+	case ModePush, ModeBranch:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("mode"), d.Mode, []string{ModePush, ModeBranch}))
+	}
+	return errs
+}
+
+// IsCommitSHA reports whether ref is a full SHA-1 commit name.
+func IsCommitSHA(ref string) bool {
+	if len(ref) != 40 {
+		return false
+	}
+	for _, c := range ref {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,90 @@
+package v1alpha1
+
+// KindProvenance is the kind of the record Sluice writes as .sluice.yaml in
+// every folder it hydrates.
+const KindProvenance = "Provenance"
+
+// ProvenanceFile is the name of the provenance record inside a folder.
+const ProvenanceFile = ".sluice.yaml"
+
+// Provenance says what a hydrated folder was rendered from and by which
+// rules. It is deterministic: the same inputs give the same bytes, so an
+// unchanged sync writes nothing.
+type Provenance struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Sync is the ManifestSync that owns the folder.
+	Sync string `json:"sync"`
+	// Source is what was read.
+	Source ProvenanceSource `json:"source"`
+	// Renderer is the engine that rendered it.
+	Renderer Renderer `json:"renderer"`
+	// Render holds the render settings in effect.
+	Render *Render `json:"render,omitempty"`
+	// Rules are the image rules in effect.
+	Rules []ImageRule `json:"rules,omitempty"`
+	// Images lists every image reference that was pinned.
+	Images []PinnedImage `json:"images,omitempty"`
+	// Inputs lists every path the renderer looked at, with its git object
+	// hash: what decides whether a new source commit needs a new render.
+	Inputs []Input `json:"inputs,omitempty"`
+	// Chart is the remote chart rendered, if any.
+	Chart *PinnedChart `json:"chart,omitempty"`
+	// Fingerprint is a digest over the sync's settings, the renderer, the
+	// inputs and the pinned digests.
+	Fingerprint string `json:"fingerprint"`
+	// Manifests is a digest over the folder's other files, so that a folder
+	// edited by hand is repaired on the next run.
+	Manifests string `json:"manifests"`
+}
+
+// ProvenanceSource records the source of a hydrated folder.
+type ProvenanceSource struct {
+	// Repo is the repository as the ManifestSync names it, without
+	// credentials.
+	Repo string `json:"repo"`
+	Ref  string `json:"ref,omitempty"`
+	// Commit is the commit rendered; for a working tree, its HEAD.
+	Commit string `json:"commit,omitempty"`
+	// Dirty is set when a working tree was rendered whose files differ
+	// from Commit.
+	Dirty bool   `json:"dirty,omitempty"`
+	Path  string `json:"path"`
+	// Tree is the git tree hash of Path at Commit.
+	Tree string `json:"tree,omitempty"`
+}
+
+// Renderer names a rendering engine and its version.
+type Renderer struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// PinnedImage is one image reference as written and as pinned.
+type PinnedImage struct {
+	// Name is the repository as written in the manifests.
+	Name string `json:"name"`
+	// From is the reference as written before pinning.
+	From   string `json:"from"`
+	Tag    string `json:"tag"`
+	Digest string `json:"digest"`
+}
+
+// Ref is the pinned reference written into the manifests.
+func (p PinnedImage) Ref() string { return p.Name + ":" + p.Tag + "@" + p.Digest }
+
+// Input is one path the renderer read, with its git object hash: a blob
+// hash for a file, "tree" for a directory it only tested, "tree:<hash of
+// the names>" for a directory it listed, "none" for a path it found absent.
+type Input struct {
+	Path string `json:"path"`
+	Hash string `json:"hash"`
+}
+
+// PinnedChart is a remote chart as requested and as fetched.
+type PinnedChart struct {
+	Repo    string `json:"repo"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Digest  string `json:"digest"`
+}

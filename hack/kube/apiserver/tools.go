@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package apiserver pins k8s.io/kubernetes so that `go build
+// k8s.io/kubernetes/cmd/kube-apiserver` builds the upstream API server from
+// the Go module proxy. It is its own module so that the Kubernetes
+// dependency graph never reaches Sluice's go.mod.
+package apiserver
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver/app"

@@ -1,0 +1,305 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+// Origin is where a resource was read from.
+type Origin struct {
+	// File is the path as given (or found under a directory given).
+	File string
+	// Line is the line of the document's first key.
+	Line int
+	// Dir is the absolute directory of File: the base of relative paths.
+	Dir string
+	// lines maps field paths to lines, for errors found after loading.
+	lines map[string]int
+}
+
+// LineOf returns the line of a field path such as "spec.destination.path",
+// or of its closest parent that the file has.
+func (o Origin) LineOf(path string) int {
+	for p := path; p != ""; {
+		if l, ok := o.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return o.Line
+}
+
+// ManifestSync is a ManifestSync with the place it was read from.
+type ManifestSync struct {
+	*v1alpha1.ManifestSync
+	Origin Origin
+}
+
+// Set is every Sluice resource found in some files.
+type Set struct {
+	ManifestSyncs []ManifestSync
+}
+
+// Error is one problem in one resource, printed as
+// FILE:LINE: KIND NAME: FIELD: MESSAGE.
+type Error struct {
+	File  string
+	Line  int
+	Kind  string
+	Name  string
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+	if e.Kind != "" {
+		b.WriteString(e.Kind)
+		if e.Name != "" {
+			b.WriteString(" " + e.Name)
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// resource is what every loadable kind implements.
+type resource interface {
+	Default()
+	Validate() field.ErrorList
+	GetName() string
+}
+
+// kinds maps the sluice.dev/v1alpha1 kinds config reads to constructors.
+var kinds = map[string]func() resource{
+	v1alpha1.KindManifestSync: func() resource { return &v1alpha1.ManifestSync{} },
+}
+
+// Load reads every Sluice resource in the given files and directories
+// (recursively: *.yaml, *.yml, *.json; hidden entries skipped). Documents of
+// other API groups are ignored. All errors of all files are returned
+// together, joined; a Set is returned only when there are none.
+func Load(paths ...string) (*Set, error) {
+	var files []string
+	var errs []error
+	for _, p := range paths {
+		found, err := yamlFiles(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		files = append(files, found...)
+	}
+	set := &Set{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		part, err := Parse(f, data)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if part != nil {
+			set.ManifestSyncs = append(set.ManifestSyncs, part.ManifestSyncs...)
+		}
+	}
+	if err := set.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return set, nil
+}
+
+func yamlFiles(p string) ([]string, error) {
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{p}, nil
+	}
+	var out []string
+	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path != p && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".yaml", ".yml", ".json":
+			if !d.IsDir() {
+				out = append(out, path)
+			}
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+// Parse reads the Sluice resources of one file's content. It returns the
+// resources that are valid together with the errors of the others.
+func Parse(file string, data []byte) (*Set, error) {
+	dir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return nil, err
+	}
+	set := &Set{}
+	var errs []error
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); err != nil {
+			if err == io.EOF {
+				break
+			}
+			errs = append(errs, &Error{File: file, Line: yamlErrorLine(err), Msg: yamlErrorMsg(err)})
+			break
+		}
+		obj, err := parseDoc(file, dir, &doc)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ms, ok := obj.(ManifestSync); ok {
+			set.ManifestSyncs = append(set.ManifestSyncs, ms)
+		}
+	}
+	return set, errors.Join(errs...)
+}
+
+func parseDoc(file, dir string, doc *yaml.Node) (any, error) {
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		if isNull(root) {
+			return nil, nil
+		}
+		return nil, &Error{File: file, Line: root.Line, Msg: "expected a resource (a mapping with apiVersion and kind), got " + describe(root)}
+	}
+	apiVersion, kind, name := scalar(root, "apiVersion"), scalar(root, "kind"), ""
+	if md := child(root, "metadata"); md != nil {
+		name = scalar(md, "name")
+	}
+	group, _, _ := strings.Cut(apiVersion, "/")
+	if group != v1alpha1.Group {
+		return nil, nil // another tool's resource: not ours to judge
+	}
+	origin := Origin{File: file, Line: root.Line, Dir: dir}
+	fail := func(fieldPath string, line int, msg string) error {
+		return &Error{File: file, Line: line, Kind: kind, Name: name, Field: fieldPath, Msg: msg}
+	}
+	if apiVersion != v1alpha1.APIVersion {
+		return nil, fail("apiVersion", lineOf(root, "apiVersion"), fmt.Sprintf("unsupported version %q (this Sluice reads %s)", apiVersion, v1alpha1.APIVersion))
+	}
+	newObj, ok := kinds[kind]
+	if !ok {
+		known := make([]string, 0, len(kinds))
+		for k := range kinds {
+			known = append(known, k)
+		}
+		sort.Strings(known)
+		return nil, fail("kind", lineOf(root, "kind"), fmt.Sprintf("unknown kind %q (known: %s)", kind, strings.Join(known, ", ")))
+	}
+	obj := newObj()
+	d := newDecoder()
+	d.decode(root, reflect.ValueOf(obj), "")
+	origin.lines = d.lines
+	var errs []error
+	for _, fe := range d.errs {
+		errs = append(errs, fail(fe.Field, fe.Line, fe.Msg))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	obj.Default()
+	for _, fe := range obj.Validate() {
+		errs = append(errs, fail(fe.Field, origin.LineOf(fe.Field), fe.ErrorBody()))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	switch o := obj.(type) {
+	case *v1alpha1.ManifestSync:
+		return ManifestSync{ManifestSync: o, Origin: origin}, nil
+	}
+	return nil, nil
+}
+
+func child(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func scalar(m *yaml.Node, key string) string {
+	if c := child(m, key); c != nil && c.Kind == yaml.ScalarNode {
+		return c.Value
+	}
+	return ""
+}
+
+func lineOf(m *yaml.Node, key string) int {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i].Line
+		}
+	}
+	return m.Line
+}
+
+// yamlErrorLine digs the line out of a yaml.v3 syntax error ("yaml: line 7:
+// did not find expected key").
+func yamlErrorLine(err error) int {
+	var line int
+	msg := err.Error()
+	if i := strings.Index(msg, "line "); i >= 0 {
+		fmt.Sscanf(msg[i:], "line %d", &line)
+	}
+	return line
+}
+
+func yamlErrorMsg(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if i := strings.Index(msg, "line "); i == 0 {
+		if j := strings.Index(msg, ": "); j >= 0 {
+			msg = msg[j+2:]
+		}
+	}
+	return "YAML syntax: " + msg
+}

@@ -1,0 +1,74 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"sluice.dev/sluice/internal/source"
+)
+
+// validate checks what no single resource can: names are unique per kind,
+// repositories parse, and no two syncs claim the same destination folder or
+// one inside another's.
+func (s *Set) validate() error {
+	var errs []error
+	byName := map[string]ManifestSync{}
+	type claim struct {
+		key  string // repo key + branch
+		path string
+		ms   ManifestSync
+	}
+	var claims []claim
+	for _, ms := range s.ManifestSyncs {
+		fail := func(field, msg string) {
+			errs = append(errs, &Error{File: ms.Origin.File, Line: ms.Origin.LineOf(field), Kind: ms.Kind, Name: ms.Name, Field: field, Msg: msg})
+		}
+		if prev, ok := byName[ms.Name]; ok {
+			fail("metadata.name", fmt.Sprintf("duplicate name: also declared at %s:%d", prev.Origin.File, prev.Origin.Line))
+			continue
+		}
+		byName[ms.Name] = ms
+		if _, err := source.ParseLocation(ms.Spec.Source.Repo, ms.Origin.Dir); err != nil {
+			fail("spec.source.repo", err.Error())
+		}
+		dst, err := source.ParseLocation(ms.Spec.Destination.Repo, ms.Origin.Dir)
+		if err != nil {
+			fail("spec.destination.repo", err.Error())
+			continue
+		}
+		claims = append(claims, claim{key: dst.Key() + "#" + ms.Spec.Destination.Branch, path: ms.Spec.Destination.Path, ms: ms})
+	}
+	// Sorting by key then path puts every folder right before the folders
+	// inside it, so overlaps are found between neighbours' prefixes.
+	sort.SliceStable(claims, func(i, j int) bool {
+		if claims[i].key != claims[j].key {
+			return claims[i].key < claims[j].key
+		}
+		return claims[i].path < claims[j].path
+	})
+	for i := range claims {
+		for j := i + 1; j < len(claims) && claims[j].key == claims[i].key; j++ {
+			a, b := claims[i], claims[j]
+			inside := strings.HasPrefix(b.path, a.path+"/")
+			if a.path != b.path && !inside {
+				if !strings.HasPrefix(b.path, a.path) {
+					break
+				}
+				continue // "apps/a" and "apps/ab": siblings
+			}
+			what := "is the same folder as"
+			if inside {
+				what = fmt.Sprintf("is inside %q, the folder of", a.path)
+			}
+			errs = append(errs, &Error{
+				File: b.ms.Origin.File, Line: b.ms.Origin.LineOf("spec.destination.path"),
+				Kind: b.ms.Kind, Name: b.ms.Name, Field: "spec.destination.path",
+				Msg: fmt.Sprintf("%q %s ManifestSync %s (%s:%d) in the same repository and branch %q",
+					b.path, what, a.ms.Name, a.ms.Origin.File, a.ms.Origin.LineOf("spec.destination.path"), b.ms.Spec.Destination.Branch),
+			})
+		}
+	}
+	return errors.Join(errs...)
+}

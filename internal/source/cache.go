@@ -1,0 +1,174 @@
+package source
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+)
+
+// Cache opens repositories: remote ones through clones kept under one
+// directory, fetched at most once per Cache however often they are opened;
+// local ones in place. A Cache is meant to live for one run.
+type Cache struct {
+	dir  string
+	auth Auth
+
+	mu    sync.Mutex
+	repos map[string]*openCall
+}
+
+type openCall struct {
+	done chan struct{}
+	repo *Repo
+	err  error
+}
+
+// Option configures a Cache.
+type Option func(*Cache)
+
+// WithAuth sets the credentials for remotes. The default is none (anonymous
+// https, ssh agent).
+func WithAuth(a Auth) Option { return func(c *Cache) { c.auth = a } }
+
+// NewCache returns a Cache keeping clones under dir.
+func NewCache(dir string, opts ...Option) *Cache {
+	c := &Cache{dir: dir, repos: map[string]*openCall{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// DefaultDir is the clone cache under the user's cache directory.
+func DefaultDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "sluice", "git"), nil
+}
+
+// OpenOptions say how to open a repository.
+type OpenOptions struct {
+	// Create initialises a bare repository at a local path that does not
+	// exist yet (or is an empty directory), as a destination may need.
+	Create bool
+}
+
+// Open returns the repository at loc. A remote is cloned on first use and
+// fetched on the first Open of this Cache. A local path is opened in place:
+// as a destination (Create) it must be a repository itself; as a source it
+// may be a folder inside one.
+func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, error) {
+	key := loc.Key()
+	if loc.IsLocal() && !o.Create {
+		key = "source:" + key
+	}
+	c.mu.Lock()
+	call, ok := c.repos[key]
+	if !ok {
+		call = &openCall{done: make(chan struct{})}
+		c.repos[key] = call
+	}
+	c.mu.Unlock()
+	if ok {
+		select {
+		case <-call.done:
+			return call.repo, call.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if loc.IsLocal() {
+		call.repo, call.err = openLocal(loc, o.Create)
+	} else {
+		call.repo, call.err = c.openRemote(ctx, loc)
+	}
+	close(call.done)
+	return call.repo, call.err
+}
+
+func openLocal(loc Location, create bool) (*Repo, error) {
+	if create {
+		g, err := git.PlainOpen(loc.Path)
+		if errors.Is(err, git.ErrRepositoryNotExists) {
+			if entries, rerr := os.ReadDir(loc.Path); rerr == nil && len(entries) > 0 {
+				return nil, fmt.Errorf("%s exists and is not a git repository", loc.Path)
+			}
+			g, err = git.PlainInit(loc.Path, true)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("opening %s: %w", loc.Path, err)
+		}
+		return newRepo(loc, g, loc.Path, ""), nil
+	}
+	g, err := git.PlainOpenWithOptions(loc.Path, &git.PlainOpenOptions{DetectDotGit: true})
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		return nil, fmt.Errorf("%s: %w", loc.Path, ErrNotRepository)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", loc.Path, err)
+	}
+	root := loc.Path
+	if wt, err := g.Worktree(); err == nil {
+		root = wt.Filesystem.Root()
+	}
+	prefix, err := filepath.Rel(root, loc.Path)
+	if err != nil || strings.HasPrefix(prefix, "..") {
+		prefix = "."
+	}
+	return newRepo(loc, g, root, filepath.ToSlash(prefix)), nil
+}
+
+// ErrNotRepository is returned for a local source that is not inside a git
+// repository.
+var ErrNotRepository = errors.New("not a git repository")
+
+func (c *Cache) openRemote(ctx context.Context, loc Location) (*Repo, error) {
+	sum := sha256.Sum256([]byte(loc.Key()))
+	name := hex.EncodeToString(sum[:8]) + "-" + sanitize(filepath.Base(loc.Key()))
+	dir := filepath.Join(c.dir, name)
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := lockFile(dir + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	g, err := git.PlainOpen(dir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		g, err = git.PlainInit(dir, true)
+		if err == nil {
+			_, err = g.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{loc.URL}})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening clone of %s in %s: %w", loc, dir, err)
+	}
+	r := newRepo(loc, g, dir, ".")
+	r.remote = true
+	r.auth = c.auth
+	if err := r.fetch(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '.' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, s)
+}

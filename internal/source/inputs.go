@@ -1,0 +1,172 @@
+package source
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"path"
+	"sort"
+	"sync"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+// Input hashes for what is not a file.
+const (
+	hashAbsent = "none"
+	hashDir    = "tree"
+)
+
+// Tracker is an FS that records every path read through it, with the hash
+// that decides whether a later tree would give the same render: a file's
+// blob hash, a listed directory's names, a tested path's absence.
+type Tracker struct {
+	FS
+	mu     sync.Mutex
+	inputs map[string]string
+}
+
+// Track wraps fsys to record what is read through it.
+func Track(fsys FS) *Tracker { return &Tracker{FS: fsys, inputs: map[string]string{}} }
+
+func (t *Tracker) record(name, hash string) {
+	name = path.Clean(name)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// A listing says more than a mere test of the same directory.
+	if prev, ok := t.inputs[name]; ok && prev != hashDir && hash == hashDir {
+		return
+	}
+	t.inputs[name] = hash
+}
+
+func (t *Tracker) recordErr(name string, err error) {
+	if errors.Is(err, fs.ErrNotExist) {
+		t.record(name, hashAbsent)
+	}
+}
+
+// Open implements fs.FS.
+func (t *Tracker) Open(name string) (fs.File, error) {
+	f, err := t.FS.Open(name)
+	if err != nil {
+		t.recordErr(name, err)
+		return nil, err
+	}
+	if info, err := f.Stat(); err == nil && info.IsDir() {
+		t.record(name, hashDir)
+	} else {
+		t.recordFile(name)
+	}
+	return f, nil
+}
+
+// ReadFile implements fs.ReadFileFS.
+func (t *Tracker) ReadFile(name string) ([]byte, error) {
+	data, err := t.FS.ReadFile(name)
+	if err != nil {
+		t.recordErr(name, err)
+		return nil, err
+	}
+	t.recordFile(name)
+	return data, nil
+}
+
+// ReadDir implements fs.ReadDirFS.
+func (t *Tracker) ReadDir(name string) ([]fs.DirEntry, error) {
+	entries, err := t.FS.ReadDir(name)
+	if err != nil {
+		t.recordErr(name, err)
+		return nil, err
+	}
+	t.record(name, listingHash(entries))
+	return entries, nil
+}
+
+// Stat implements fs.StatFS.
+func (t *Tracker) Stat(name string) (fs.FileInfo, error) {
+	info, err := t.FS.Stat(name)
+	if err != nil {
+		t.recordErr(name, err)
+		return nil, err
+	}
+	if info.IsDir() {
+		t.record(name, hashDir)
+	} else {
+		t.recordFile(name)
+	}
+	return info, nil
+}
+
+func (t *Tracker) recordFile(name string) {
+	if h, err := t.FS.Hash(name); err == nil {
+		t.record(name, h)
+	}
+}
+
+// Inputs returns what was read, sorted by path.
+func (t *Tracker) Inputs() []v1alpha1.Input {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]v1alpha1.Input, 0, len(t.inputs))
+	for p, h := range t.inputs {
+		out = append(out, v1alpha1.Input{Path: p, Hash: h})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// listingHash names a directory's entries: their names and whether each is
+// a directory, not their content.
+func listingHash(entries []fs.DirEntry) string {
+	h := sha1.New()
+	for _, e := range entries {
+		kind := "f"
+		if e.IsDir() {
+			kind = "d"
+		}
+		h.Write([]byte(kind + e.Name() + "\x00"))
+	}
+	return hashDir + ":" + hex.EncodeToString(h.Sum(nil))
+}
+
+// Current returns the hash an input has in fsys now, as a Tracker would
+// record it.
+func Current(fsys FS, in v1alpha1.Input) string {
+	switch {
+	case in.Hash == hashAbsent:
+		if _, err := fsys.Stat(in.Path); errors.Is(err, fs.ErrNotExist) {
+			return hashAbsent
+		}
+		return "present"
+	case in.Hash == hashDir:
+		info, err := fsys.Stat(in.Path)
+		if err != nil || !info.IsDir() {
+			return "changed"
+		}
+		return hashDir
+	case len(in.Hash) > len(hashDir) && in.Hash[:len(hashDir)+1] == hashDir+":":
+		entries, err := fsys.ReadDir(in.Path)
+		if err != nil {
+			return "changed"
+		}
+		return listingHash(entries)
+	}
+	h, err := fsys.Hash(in.Path)
+	if err != nil {
+		return "changed"
+	}
+	return h
+}
+
+// Unchanged reports whether every input has the same hash in fsys as when
+// it was recorded: a render of fsys would read the same bytes.
+func Unchanged(fsys FS, inputs []v1alpha1.Input) bool {
+	for _, in := range inputs {
+		if Current(fsys, in) != in.Hash {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,471 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+)
+
+// Repo is an open repository. Its methods are safe for concurrent use:
+// go-git's object storage is not, so every object access is serialised,
+// and decoded trees are cached because renders read the same ones again
+// and again.
+type Repo struct {
+	loc    Location
+	root   string // the directory of the repository (its worktree, if any)
+	prefix string // the location's folder inside the repository, "." for its root
+	remote bool
+	auth   Auth
+
+	mu    sync.Mutex
+	git   *git.Repository
+	head  string // the remote's default branch, for remotes
+	empty bool
+	trees map[plumbing.Hash]*object.Tree
+}
+
+func newRepo(loc Location, g *git.Repository, root, prefix string) *Repo {
+	return &Repo{loc: loc, git: g, root: root, prefix: prefix, trees: map[plumbing.Hash]*object.Tree{}}
+}
+
+// Location is where the repository lives.
+func (r *Repo) Location() Location { return r.loc }
+
+// Root is the directory of a local repository's worktree (or of a clone).
+func (r *Repo) Root() string { return r.root }
+
+// Prefix is the folder of the opened location inside the repository.
+func (r *Repo) Prefix() string { return r.prefix }
+
+// Empty reports whether the repository has no commits at all.
+func (r *Repo) Empty() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.remote {
+		return r.empty
+	}
+	refs, err := r.git.References()
+	if err != nil {
+		return true
+	}
+	defer refs.Close()
+	empty := true
+	refs.ForEach(func(ref *plumbing.Reference) error {
+		if ref.Type() == plumbing.HashReference {
+			empty = false
+			return io.EOF
+		}
+		return nil
+	})
+	return empty
+}
+
+// fetch brings a remote's clone up to date with every branch and tag of
+// the remote. It asks for objects only when some ref moved.
+func (r *Repo) fetch(ctx context.Context) error {
+	method, url, err := r.auth.method(r.loc.URL)
+	if err != nil {
+		return err
+	}
+	remote, err := r.git.Remote("origin")
+	if err != nil {
+		return err
+	}
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: method})
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		r.empty = true
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing refs of %s: %w", r.loc, redactErr(err))
+	}
+	r.empty = len(refs) == 0
+	want := map[plumbing.ReferenceName]plumbing.Hash{}
+	for _, ref := range refs {
+		switch {
+		case ref.Name() == plumbing.HEAD && ref.Type() == plumbing.SymbolicReference:
+			r.head = ref.Target().Short()
+		case ref.Type() == plumbing.HashReference && (ref.Name().IsBranch() || ref.Name().IsTag()):
+			want[ref.Name()] = ref.Hash()
+		}
+	}
+	if r.head == "" {
+		r.head = guessHead(want)
+	}
+	if !r.refsDiffer(want) {
+		return nil
+	}
+	err = remote.FetchContext(ctx, &git.FetchOptions{
+		RemoteURL: url,
+		RefSpecs:  []config.RefSpec{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"},
+		Auth:      method,
+		Tags:      git.NoTags,
+		Prune:     true,
+		Force:     true,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return fmt.Errorf("fetching %s: %w", r.loc, redactErr(err))
+	}
+	return nil
+}
+
+// refsDiffer reports whether the clone's branches and tags differ from want.
+func (r *Repo) refsDiffer(want map[plumbing.ReferenceName]plumbing.Hash) bool {
+	iter, err := r.git.References()
+	if err != nil {
+		return true
+	}
+	defer iter.Close()
+	have := 0
+	differ := false
+	iter.ForEach(func(ref *plumbing.Reference) error {
+		if !ref.Name().IsBranch() && !ref.Name().IsTag() {
+			return nil
+		}
+		have++
+		if want[ref.Name()] != ref.Hash() {
+			differ = true
+			return io.EOF
+		}
+		return nil
+	})
+	return differ || have != len(want)
+}
+
+// guessHead picks a default branch when the server does not say which.
+func guessHead(refs map[plumbing.ReferenceName]plumbing.Hash) string {
+	for _, b := range []string{"main", "master"} {
+		if _, ok := refs[plumbing.NewBranchReferenceName(b)]; ok {
+			return b
+		}
+	}
+	return ""
+}
+
+// Refresh fetches a remote again (after a rejected push); a local
+// repository is always current.
+func (r *Repo) Refresh(ctx context.Context) error {
+	if !r.remote {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fetch(ctx)
+}
+
+// Commit is a resolved commit.
+type Commit struct {
+	Hash plumbing.Hash
+	Tree plumbing.Hash
+}
+
+// Resolve finds the commit a ref names: "" for the default branch (the
+// remote's HEAD, or a local repository's checked-out HEAD), a branch, a
+// tag, or a full commit SHA.
+func (r *Repo) Resolve(ref string) (Commit, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, err := r.resolve(ref)
+	if err != nil {
+		return Commit{}, err
+	}
+	c, err := r.git.CommitObject(h)
+	if err != nil {
+		return Commit{}, fmt.Errorf("%s: commit %s: %w", r.loc, h, err)
+	}
+	return Commit{Hash: h, Tree: c.TreeHash}, nil
+}
+
+func (r *Repo) resolve(ref string) (plumbing.Hash, error) {
+	if ref == "" {
+		if r.remote {
+			if r.head == "" {
+				return plumbing.ZeroHash, fmt.Errorf("%s has no default branch: set a ref", r.loc)
+			}
+			ref = r.head
+		} else {
+			h, err := r.git.ResolveRevision(plumbing.Revision("HEAD"))
+			if err != nil {
+				return plumbing.ZeroHash, fmt.Errorf("%s: HEAD: %w", r.loc, err)
+			}
+			return *h, nil
+		}
+	}
+	if len(ref) == 40 && plumbing.IsHash(ref) {
+		h := plumbing.NewHash(ref)
+		if _, err := r.git.CommitObject(h); err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("%s: commit %s not found on any branch or tag", r.loc, ref)
+		}
+		return h, nil
+	}
+	names := []string{ref, "refs/heads/" + ref, "refs/tags/" + ref}
+	if !r.remote {
+		names = append(names, "refs/remotes/origin/"+ref)
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "refs/") {
+			continue
+		}
+		ref, err := r.git.Reference(plumbing.ReferenceName(n), true)
+		if err != nil {
+			continue
+		}
+		h := ref.Hash()
+		if tag, err := r.git.TagObject(h); err == nil { // annotated tag: peel
+			c, err := tag.Commit()
+			if err != nil {
+				return plumbing.ZeroHash, fmt.Errorf("%s: tag %s: %w", r.loc, n, err)
+			}
+			h = c.Hash
+		}
+		return h, nil
+	}
+	return plumbing.ZeroHash, fmt.Errorf("%s: no branch or tag %q", r.loc, ref)
+}
+
+// Branch returns the tip of a branch, or the zero hash when it is absent.
+func (r *Repo) Branch(name string) (plumbing.Hash, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ref, err := r.git.Reference(plumbing.NewBranchReferenceName(name), true)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return plumbing.ZeroHash, nil
+	}
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return ref.Hash(), nil
+}
+
+// DefaultBranch is the branch a ref of "" resolves to ("" when unknown).
+func (r *Repo) DefaultBranch() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.remote {
+		return r.head
+	}
+	ref, err := r.git.Reference(plumbing.HEAD, false)
+	if err != nil || ref.Type() != plumbing.SymbolicReference {
+		return ""
+	}
+	return ref.Target().Short()
+}
+
+// CommitTree returns the tree hash of a commit.
+func (r *Repo) CommitTree(h plumbing.Hash) (plumbing.Hash, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := r.git.CommitObject(h)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return c.TreeHash, nil
+}
+
+// tree returns a decoded tree; the caller holds r.mu.
+func (r *Repo) tree(h plumbing.Hash) (*object.Tree, error) {
+	if t, ok := r.trees[h]; ok {
+		return t, nil
+	}
+	t, err := r.git.TreeObject(h)
+	if err != nil {
+		return nil, err
+	}
+	r.trees[h] = t
+	return t, nil
+}
+
+// ReadTree returns the entries of a tree.
+func (r *Repo) ReadTree(h plumbing.Hash) ([]object.TreeEntry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, err := r.tree(h)
+	if err != nil {
+		return nil, err
+	}
+	return t.Entries, nil
+}
+
+// ReadBlob returns the content of a blob.
+func (r *Repo) ReadBlob(h plumbing.Hash) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.readBlob(h)
+}
+
+func (r *Repo) readBlob(h plumbing.Hash) ([]byte, error) {
+	b, err := r.git.BlobObject(h)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := b.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	buf := bytes.NewBuffer(make([]byte, 0, b.Size))
+	_, err = io.Copy(buf, rd)
+	return buf.Bytes(), err
+}
+
+// WriteBlob stores a file's content and returns its hash.
+func (r *Repo) WriteBlob(data []byte) (plumbing.Hash, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	obj := r.git.Storer.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	obj.SetSize(int64(len(data)))
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(data); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return r.git.Storer.SetEncodedObject(obj)
+}
+
+// WriteTree stores a tree of the given entries, in git's order whatever
+// their order here, and returns its hash.
+func (r *Repo) WriteTree(entries []object.TreeEntry) (plumbing.Hash, error) {
+	sorted := append([]object.TreeEntry(nil), entries...)
+	sort.Sort(object.TreeEntrySorter(sorted))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	obj := r.git.Storer.NewEncodedObject()
+	if err := (&object.Tree{Entries: sorted}).Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return r.git.Storer.SetEncodedObject(obj)
+}
+
+// WriteCommit stores a commit and returns its hash.
+func (r *Repo) WriteCommit(c *object.Commit) (plumbing.Hash, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	obj := r.git.Storer.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return r.git.Storer.SetEncodedObject(obj)
+}
+
+// CommitMessage returns the message of a commit.
+func (r *Repo) CommitMessage(h plumbing.Hash) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := r.git.CommitObject(h)
+	if err != nil {
+		return "", err
+	}
+	return c.Message, nil
+}
+
+// ErrStale is returned by UpdateBranch when the branch is no longer at the
+// expected commit: someone else pushed meanwhile.
+var ErrStale = errors.New("branch moved meanwhile")
+
+// UpdateBranchOptions tune UpdateBranch.
+type UpdateBranchOptions struct {
+	// Force replaces the branch even when new does not descend from its
+	// tip (for branches Sluice owns, such as review branches).
+	Force bool
+}
+
+// UpdateBranch moves a branch from old (the zero hash: absent) to new:
+// a push for a remote, a compare-and-swap of the ref for a local
+// repository. It never forces unless asked: when the branch is no longer
+// at old it returns ErrStale, with the clone refreshed for a retry.
+func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumbing.Hash, o UpdateBranchOptions) error {
+	refName := plumbing.NewBranchReferenceName(name)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.remote {
+		return r.updateLocal(refName, newHash, old, o)
+	}
+	method, url, err := r.auth.method(r.loc.URL)
+	if err != nil {
+		return err
+	}
+	local := plumbing.ReferenceName("refs/sluice/push/" + name)
+	if err := r.git.Storer.SetReference(plumbing.NewHashReference(local, newHash)); err != nil {
+		return err
+	}
+	defer r.git.Storer.RemoveReference(local)
+	spec := config.RefSpec(local.String() + ":" + refName.String())
+	if o.Force {
+		spec = "+" + spec
+	}
+	remote, err := r.git.Remote("origin")
+	if err != nil {
+		return err
+	}
+	err = remote.PushContext(ctx, &git.PushOptions{RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: method})
+	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+		// Mirror the new tip locally, as the next fetch would.
+		return r.git.Storer.SetReference(plumbing.NewHashReference(refName, newHash))
+	}
+	pushErr := redactErr(err)
+	if ferr := r.fetch(ctx); ferr != nil {
+		return fmt.Errorf("pushing %s to %s: %w (and refreshing: %v)", name, r.loc, pushErr, ferr)
+	}
+	tip, _ := r.git.Reference(refName, true)
+	if (tip == nil && !old.IsZero()) || (tip != nil && tip.Hash() != old) {
+		return fmt.Errorf("pushing %s to %s: %w", name, r.loc, ErrStale)
+	}
+	return fmt.Errorf("pushing %s to %s: %w", name, r.loc, pushErr)
+}
+
+func (r *Repo) updateLocal(refName plumbing.ReferenceName, newHash, old plumbing.Hash, o UpdateBranchOptions) error {
+	if wt, err := r.git.Worktree(); err == nil {
+		if head, err := r.git.Reference(plumbing.HEAD, false); err == nil && head.Target() == refName {
+			return fmt.Errorf("branch %s is checked out in %s: write to a bare repository or to another branch", refName.Short(), wt.Filesystem.Root())
+		}
+	}
+	cur, err := r.git.Reference(refName, true)
+	switch {
+	case errors.Is(err, plumbing.ErrReferenceNotFound):
+		if !old.IsZero() && !o.Force {
+			return fmt.Errorf("updating %s in %s: %w", refName.Short(), r.loc, ErrStale)
+		}
+		cur = nil
+	case err != nil:
+		return err
+	case cur.Hash() != old && !o.Force:
+		return fmt.Errorf("updating %s in %s: %w", refName.Short(), r.loc, ErrStale)
+	}
+	if err := r.git.Storer.CheckAndSetReference(plumbing.NewHashReference(refName, newHash), cur); err != nil {
+		return fmt.Errorf("updating %s in %s: %w: %v", refName.Short(), r.loc, ErrStale, err)
+	}
+	return nil
+}
+
+// redactErr removes credentials from an error's text.
+func redactErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if red := Redact(msg); red != msg {
+		return errors.New(red)
+	}
+	return err
+}
+
+// fileMode maps a go-git mode to whether an entry is a directory.
+func isDir(m filemode.FileMode) bool { return m == filemode.Dir }

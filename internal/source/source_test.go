@@ -1,0 +1,318 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"sluice.dev/sluice/internal/testenv"
+)
+
+func mustLoc(t *testing.T, raw string) Location {
+	t.Helper()
+	loc, err := ParseLocation(raw, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+func TestParseLocation(t *testing.T) {
+	tests := []struct {
+		raw, key, ref string
+		local         bool
+		wantErr       string
+	}{
+		{raw: "https://Git.Example.com/team/app.git", key: "https://git.example.com/team/app"},
+		{raw: "https://user:secret@git.example.com/team/app/", key: "https://git.example.com/team/app"},
+		{raw: "git@github.com:org/repo.git", key: "ssh://github.com/org/repo"},
+		{raw: "ssh://git@github.com/org/repo", key: "ssh://github.com/org/repo"},
+		{raw: "https://git.example.com/team/code.git?ref=alice/feature", key: "https://git.example.com/team/code", ref: "alice/feature"},
+		{raw: "file:///srv/repos/app.git", key: "file:///srv/repos/app.git", local: true},
+		{raw: "ftp://example.com/x", wantErr: "unsupported scheme"},
+		{raw: "https://x.com/a?branch=b", wantErr: "unknown query parameter"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			loc, err := ParseLocation(tt.raw, "/base")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if loc.Key() != tt.key || loc.Ref != tt.ref || loc.IsLocal() != tt.local {
+				t.Errorf("got key %q ref %q local %v", loc.Key(), loc.Ref, loc.IsLocal())
+			}
+			if strings.Contains(loc.String(), "secret") {
+				t.Errorf("String() leaks the password: %s", loc)
+			}
+		})
+	}
+	loc, err := ParseLocation("../apps/web", "/work/syncs")
+	if err != nil || loc.Path != "/work/apps/web" {
+		t.Errorf("relative path: %+v %v", loc, err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	got := Redact(`Get "https://bob:hunter2@git.example.com/x.git/info/refs": 401; https://tok3n@h/x`)
+	if strings.Contains(got, "hunter2") || strings.Contains(got, "tok3n") || !strings.Contains(got, "bob:***@") {
+		t.Errorf("Redact = %s", got)
+	}
+}
+
+func TestCacheClonesOverHTTPOnceAndResolvesRefs(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	first := w.Write(map[string]string{"deploy/base/a.yaml": "a: 1\n", "README.md": "hi\n"}).Commit("one")
+	testenv.Git(t, w.Dir, "tag", "-a", "v1.0.0", "-m", "release")
+	w.Push("main", "v1.0.0")
+	second := w.Write(map[string]string{"deploy/base/a.yaml": "a: 2\n"}).Commit("two")
+	w.Push("main")
+
+	cache := NewCache(t.TempDir())
+	loc := mustLoc(t, url)
+	repo, err := cache.Open(ctx, loc, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := srv.Requests.Load()
+	again, err := cache.Open(ctx, loc, OpenOptions{})
+	if err != nil || again != repo || srv.Requests.Load() != before {
+		t.Fatalf("second Open of one Cache fetched again (requests %d → %d)", before, srv.Requests.Load())
+	}
+	for ref, want := range map[string]string{"": second, "main": second, "v1.0.0": first, first: first, "refs/heads/main": second} {
+		c, err := repo.Resolve(ref)
+		if err != nil {
+			t.Fatalf("Resolve(%q): %v", ref, err)
+		}
+		if c.Hash.String() != want {
+			t.Errorf("Resolve(%q) = %s, want %s", ref, c.Hash, want)
+		}
+	}
+	if _, err := repo.Resolve("nope"); err == nil || !strings.Contains(err.Error(), `no branch or tag "nope"`) {
+		t.Errorf("Resolve(nope) = %v", err)
+	}
+
+	// A new Cache over the same directory fetches incrementally.
+	third := w.Write(map[string]string{"x": "3\n"}).Commit("three")
+	w.Push("main")
+	repo2, err := NewCache(cache.dir).Open(ctx, loc, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := repo2.Resolve("main"); c.Hash.String() != third {
+		t.Errorf("after refetch main = %s, want %s", c.Hash, third)
+	}
+}
+
+func TestTreeFSReadsCommitAndMatchesDirFS(t *testing.T) {
+	w := testenv.NewWork(t, "")
+	w.Write(map[string]string{"app/base/a.yaml": "a: 1\n", "app/overlay/k.yaml": "k: 1\n", "other/z": "z\n"})
+	if err := os.Symlink("../base/a.yaml", filepath.Join(w.Dir, "app/overlay/link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	w.Commit("one")
+	repo, err := NewCache(t.TempDir()).Open(context.Background(), mustLoc(t, w.Dir+"/app"), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if repo.Prefix() != "app" {
+		t.Fatalf("prefix = %q", repo.Prefix())
+	}
+	c, err := repo.Resolve("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := repo.Tree(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fstest.TestFS(tree, "base/a.yaml", "overlay/k.yaml", "overlay/link.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	data, err := tree.ReadFile("overlay/link.yaml")
+	if err != nil || string(data) != "a: 1\n" {
+		t.Fatalf("symlink read = %q, %v", data, err)
+	}
+	dir, err := Dir(filepath.Join(w.Dir, "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	for _, name := range []string{"base/a.yaml", "overlay/k.yaml"} {
+		a, _ := tree.Hash(name)
+		b, _ := dir.Hash(name)
+		if a == "" || a != b {
+			t.Errorf("%s: tree hash %q, dir hash %q", name, a, b)
+		}
+	}
+}
+
+func TestTrackerRecordsWhatWasReadAndUnchangedComparesIt(t *testing.T) {
+	base := fstest.MapFS{
+		"base/a.yaml":      {Data: []byte("a")},
+		"overlay/k.yaml":   {Data: []byte("k")},
+		"overlay/p.yaml":   {Data: []byte("p")},
+		"unrelated/z.yaml": {Data: []byte("z")},
+	}
+	tr := Track(mapFS{base})
+	tr.ReadFile("overlay/k.yaml")
+	tr.ReadFile("base/a.yaml")
+	tr.Stat("overlay/kustomization.yml")
+	tr.ReadDir("overlay")
+	inputs := tr.Inputs()
+	var paths []string
+	for _, in := range inputs {
+		paths = append(paths, in.Path+"="+in.Hash)
+	}
+	want := "base/a.yaml=" + BlobHash([]byte("a")) + " overlay=" + listingHash([]fs.DirEntry{
+		fs.FileInfoToDirEntry(mustStat(t, base, "overlay/k.yaml")), fs.FileInfoToDirEntry(mustStat(t, base, "overlay/p.yaml")),
+	}) + " overlay/k.yaml=" + BlobHash([]byte("k")) + " overlay/kustomization.yml=none"
+	if got := strings.Join(paths, " "); got != want {
+		t.Errorf("inputs =\n%s\nwant\n%s", got, want)
+	}
+	change := func(edit func(fstest.MapFS)) bool {
+		m := fstest.MapFS{}
+		for k, v := range base {
+			m[k] = v
+		}
+		edit(m)
+		return Unchanged(mapFS{m}, inputs)
+	}
+	if !change(func(m fstest.MapFS) { m["unrelated/z.yaml"] = &fstest.MapFile{Data: []byte("z2")} }) {
+		t.Error("an unread file's change counted")
+	}
+	for name, edit := range map[string]func(fstest.MapFS){
+		"read file edited":   func(m fstest.MapFS) { m["base/a.yaml"] = &fstest.MapFile{Data: []byte("a2")} },
+		"absent file added":  func(m fstest.MapFS) { m["overlay/kustomization.yml"] = &fstest.MapFile{Data: []byte("x")} },
+		"listed dir changed": func(m fstest.MapFS) { delete(m, "overlay/p.yaml") },
+	} {
+		if change(edit) {
+			t.Errorf("%s: not seen as a change", name)
+		}
+	}
+}
+
+func mustStat(t *testing.T, m fstest.MapFS, name string) fs.FileInfo {
+	info, err := m.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// mapFS adds blob hashes to fstest.MapFS.
+type mapFS struct{ fstest.MapFS }
+
+func (m mapFS) Hash(name string) (string, error) {
+	data, err := m.MapFS.ReadFile(name)
+	if err != nil {
+		return "", err
+	}
+	return BlobHash(data), nil
+}
+
+func TestUpdateBranchPushesAndReportsStale(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "deploy")
+	repo, err := NewCache(t.TempDir()).Open(ctx, mustLoc(t, url), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !repo.Empty() {
+		t.Fatal("new repository not empty")
+	}
+	commit := func(parent plumbing.Hash, content string) plumbing.Hash {
+		blob, err := repo.WriteBlob([]byte(content))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree, err := repo.WriteTree([]object.TreeEntry{{Name: "f", Mode: filemode.Regular, Hash: blob}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &object.Commit{Message: content, TreeHash: tree}
+		if !parent.IsZero() {
+			c.ParentHashes = []plumbing.Hash{parent}
+		}
+		h, err := repo.WriteCommit(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	c1 := commit(plumbing.ZeroHash, "one")
+	if err := repo.UpdateBranch(ctx, "env/dev", c1, plumbing.ZeroHash, UpdateBranchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testenv.Git(t, filepath.Join(srv.Root, "deploy.git"), "rev-parse", "env/dev"); got != c1.String() {
+		t.Fatalf("server env/dev = %s, want %s", got, c1)
+	}
+	// Someone else pushes on top.
+	w := testenv.NewWork(t, url)
+	testenv.Git(t, w.Dir, "fetch", "-q", "origin", "env/dev")
+	testenv.Git(t, w.Dir, "checkout", "-q", "-b", "env/dev", "FETCH_HEAD")
+	theirs := w.Write(map[string]string{"g": "theirs\n"}).Commit("theirs")
+	w.Push("env/dev")
+
+	c2 := commit(c1, "two")
+	err = repo.UpdateBranch(ctx, "env/dev", c2, c1, UpdateBranchOptions{})
+	if !errors.Is(err, ErrStale) {
+		t.Fatalf("UpdateBranch over a moved branch = %v, want ErrStale", err)
+	}
+	if tip, _ := repo.Branch("env/dev"); tip.String() != theirs {
+		t.Fatalf("after ErrStale the clone's env/dev = %s, want the new tip %s", tip, theirs)
+	}
+	if got := testenv.Git(t, filepath.Join(srv.Root, "deploy.git"), "rev-parse", "env/dev"); got != theirs {
+		t.Fatalf("the server's branch was overwritten: %s", got)
+	}
+}
+
+func TestOpenRefusesWrongPasswordWithoutLeakingIt(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.WithBasicAuth("alice", "right"))
+	url := srv.CreateRepo(t, "private")
+	_, err := NewCache(t.TempDir(), WithAuth(Auth{Username: "alice", Password: "wrong-secret"})).Open(context.Background(), mustLoc(t, url), OpenOptions{})
+	if err == nil || strings.Contains(err.Error(), "wrong-secret") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := NewCache(t.TempDir(), WithAuth(Auth{Username: "alice", Password: "right"})).Open(context.Background(), mustLoc(t, url), OpenOptions{}); err != nil {
+		t.Fatalf("with the right password: %v", err)
+	}
+}
+
+func TestOpenLocalDestinationCreatesBareRepository(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out", "deploy.git")
+	repo, err := NewCache(t.TempDir()).Open(context.Background(), mustLoc(t, dir), OpenOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !repo.Empty() {
+		t.Error("not empty")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
+		t.Errorf("no bare repository created: %v", err)
+	}
+	notRepo := t.TempDir()
+	os.WriteFile(filepath.Join(notRepo, "file"), nil, 0o644)
+	if _, err := NewCache(t.TempDir()).Open(context.Background(), mustLoc(t, notRepo), OpenOptions{Create: true}); err == nil || !strings.Contains(err.Error(), "not a git repository") {
+		t.Errorf("opening a non-empty plain directory as destination: %v", err)
+	}
+	var _ fs.FS = (*TreeFS)(nil)
+}

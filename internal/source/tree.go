@@ -1,0 +1,269 @@
+package source
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// TreeFS is the file system of one tree of a repository (a commit's, or a
+// folder's inside it). Symbolic links are followed inside the tree; a link
+// that leaves it is an error.
+type TreeFS struct {
+	repo *Repo
+	root plumbing.Hash
+}
+
+// Tree returns the file system of a commit's tree, rooted at the opened
+// location's folder.
+func (r *Repo) Tree(c Commit) (*TreeFS, error) {
+	t := &TreeFS{repo: r, root: c.Tree}
+	if r.prefix == "." || r.prefix == "" {
+		return t, nil
+	}
+	e, err := t.lookup(r.prefix)
+	if err != nil {
+		return nil, fmt.Errorf("%s at %s: %w", r.prefix, c.Hash, err)
+	}
+	if !isDir(e.Mode) {
+		return nil, fmt.Errorf("%s at %s is not a directory", r.prefix, c.Hash)
+	}
+	return &TreeFS{repo: r, root: e.Hash}, nil
+}
+
+// TreeHash returns the git tree hash of a directory (the root for ".").
+func (t *TreeFS) TreeHash(name string) (string, error) {
+	e, err := t.lookup(name)
+	if err != nil {
+		return "", err
+	}
+	if !isDir(e.Mode) {
+		return "", fmt.Errorf("%s is not a directory", name)
+	}
+	return e.Hash.String(), nil
+}
+
+// lookup resolves a slash-separated path to its tree entry, following
+// symbolic links (at most 40, as Linux does).
+func (t *TreeFS) lookup(name string) (object.TreeEntry, error) {
+	if !fs.ValidPath(name) {
+		return object.TreeEntry{}, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	t.repo.mu.Lock()
+	defer t.repo.mu.Unlock()
+	return t.lookupLocked(name, 0)
+}
+
+func (t *TreeFS) lookupLocked(name string, hops int) (object.TreeEntry, error) {
+	cur := object.TreeEntry{Name: ".", Mode: filemode.Dir, Hash: t.root}
+	if name == "." {
+		return cur, nil
+	}
+	parts := strings.Split(name, "/")
+	for i, part := range parts {
+		if !isDir(cur.Mode) {
+			return object.TreeEntry{}, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+		tree, err := t.repo.tree(cur.Hash)
+		if err != nil {
+			return object.TreeEntry{}, err
+		}
+		e, err := tree.FindEntry(part)
+		if err != nil {
+			return object.TreeEntry{}, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+		if e.Mode == filemode.Symlink {
+			if hops >= 40 {
+				return object.TreeEntry{}, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("too many levels of symbolic links")}
+			}
+			target, err := t.repo.readBlob(e.Hash)
+			if err != nil {
+				return object.TreeEntry{}, err
+			}
+			dir := path.Join(parts[:i]...)
+			resolved := path.Join(dir, string(target))
+			if path.IsAbs(string(target)) || resolved == ".." || strings.HasPrefix(resolved, "../") {
+				return object.TreeEntry{}, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("symbolic link to %s leaves the repository", target)}
+			}
+			rest := path.Join(append([]string{resolved}, parts[i+1:]...)...)
+			if rest == "" {
+				rest = "."
+			}
+			return t.lookupLocked(rest, hops+1)
+		}
+		cur = *e
+	}
+	return cur, nil
+}
+
+// Open implements fs.FS.
+func (t *TreeFS) Open(name string) (fs.File, error) {
+	e, err := t.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if isDir(e.Mode) {
+		entries, err := t.ReadDir(name)
+		if err != nil {
+			return nil, err
+		}
+		return &dirFile{info: entryInfo{name: path.Base(name), mode: e.Mode}, entries: entries}, nil
+	}
+	data, err := t.repo.ReadBlob(e.Hash)
+	if err != nil {
+		return nil, err
+	}
+	return &memFile{info: entryInfo{name: path.Base(name), mode: e.Mode, size: int64(len(data))}, Reader: bytes.NewReader(data)}, nil
+}
+
+// ReadFile implements fs.ReadFileFS.
+func (t *TreeFS) ReadFile(name string) ([]byte, error) {
+	e, err := t.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if isDir(e.Mode) {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("is a directory")}
+	}
+	return t.repo.ReadBlob(e.Hash)
+}
+
+// ReadDir implements fs.ReadDirFS; entries are sorted by name. Symbolic
+// links are reported as what they point to.
+func (t *TreeFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	e, err := t.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if !isDir(e.Mode) {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fmt.Errorf("not a directory")}
+	}
+	entries, err := t.repo.ReadTree(e.Hash)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]fs.DirEntry, 0, len(entries))
+	for _, c := range entries {
+		if c.Mode == filemode.Symlink {
+			target, err := t.lookup(path.Join(name, c.Name))
+			if err != nil {
+				continue // a dangling link is not there
+			}
+			target.Name = c.Name
+			c = target
+		}
+		if c.Mode == filemode.Submodule {
+			continue
+		}
+		out = append(out, entryInfo{name: c.Name, mode: c.Mode, size: t.repo.size(c)})
+	}
+	sortEntries(out)
+	return out, nil
+}
+
+// Stat implements fs.StatFS.
+func (t *TreeFS) Stat(name string) (fs.FileInfo, error) {
+	e, err := t.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return entryInfo{name: path.Base(name), mode: e.Mode, size: t.repo.size(e)}, nil
+}
+
+// Hash implements FS.
+func (t *TreeFS) Hash(name string) (string, error) {
+	e, err := t.lookup(name)
+	if err != nil {
+		return "", err
+	}
+	if isDir(e.Mode) {
+		return "", &fs.PathError{Op: "hash", Path: name, Err: fmt.Errorf("is a directory")}
+	}
+	return e.Hash.String(), nil
+}
+
+// size returns the size of a file entry's blob without reading it.
+func (r *Repo) size(e object.TreeEntry) int64 {
+	if isDir(e.Mode) {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.git.Storer.(interface {
+		EncodedObjectSize(plumbing.Hash) (int64, error)
+	}); ok {
+		if n, err := s.EncodedObjectSize(e.Hash); err == nil {
+			return n
+		}
+	}
+	if o, err := r.git.Storer.EncodedObject(plumbing.BlobObject, e.Hash); err == nil {
+		return o.Size()
+	}
+	return 0
+}
+
+// entryInfo is both the fs.FileInfo and the fs.DirEntry of a tree entry.
+type entryInfo struct {
+	name string
+	mode filemode.FileMode
+	size int64
+}
+
+func (e entryInfo) Name() string { return e.name }
+func (e entryInfo) Size() int64  { return e.size }
+func (e entryInfo) Mode() fs.FileMode {
+	switch e.mode {
+	case filemode.Dir:
+		return fs.ModeDir | 0o755
+	case filemode.Executable:
+		return 0o755
+	}
+	return 0o644
+}
+func (e entryInfo) ModTime() time.Time          { return time.Time{} }
+func (e entryInfo) IsDir() bool                 { return isDir(e.mode) }
+func (e entryInfo) Sys() any                    { return nil }
+func (e entryInfo) Type() fs.FileMode           { return e.Mode().Type() }
+func (e entryInfo) Info() (fs.FileInfo, error) { return e, nil }
+
+type memFile struct {
+	info entryInfo
+	*bytes.Reader
+}
+
+func (f *memFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *memFile) Close() error               { return nil }
+
+type dirFile struct {
+	info    entryInfo
+	entries []fs.DirEntry
+	off     int
+}
+
+func (d *dirFile) Stat() (fs.FileInfo, error) { return d.info, nil }
+func (d *dirFile) Close() error               { return nil }
+func (d *dirFile) Read([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "read", Path: d.info.name, Err: fmt.Errorf("is a directory")}
+}
+
+func (d *dirFile) ReadDir(n int) ([]fs.DirEntry, error) {
+	rest := d.entries[d.off:]
+	if n <= 0 {
+		d.off = len(d.entries)
+		return rest, nil
+	}
+	if len(rest) == 0 {
+		return nil, io.EOF
+	}
+	n = min(n, len(rest))
+	d.off += n
+	return rest[:n], nil
+}

@@ -1,0 +1,177 @@
+package testenv
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// GitServer serves the bare repositories under a directory over smart
+// HTTP, pushes included, through git-http-backend.
+type GitServer struct {
+	// Root is the directory holding the bare repositories.
+	Root string
+	srv  *httptest.Server
+	// Requests counts the HTTP requests served.
+	Requests atomic.Int64
+	user     string
+	password string
+}
+
+// GitServerOption configures a GitServer.
+type GitServerOption func(*GitServer)
+
+// WithBasicAuth makes the server require these credentials.
+func WithBasicAuth(user, password string) GitServerOption {
+	return func(s *GitServer) { s.user, s.password = user, password }
+}
+
+// TB is the part of testing.TB the helpers need, so that the benchmark
+// program can use them outside `go test`.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
+
+var _ TB = (testing.TB)(nil)
+
+// NewGitServer starts a git server; it stops when the test ends.
+func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
+	t.Helper()
+	backend, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	s := &GitServer{Root: t.TempDir()}
+	for _, o := range opts {
+		o(s)
+	}
+	h := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(backend)), "git-http-backend"),
+		Env: []string{
+			"GIT_PROJECT_ROOT=" + s.Root,
+			"GIT_HTTP_EXPORT_ALL=1",
+			"REMOTE_USER=sluice-test", // enables receive-pack (push)
+		},
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.Requests.Add(1)
+		if s.user != "" {
+			u, p, ok := r.BasicAuth()
+			if !ok || u != s.user || p != s.password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the clone URL of a repository on the server.
+func (s *GitServer) URL(name string) string { return s.srv.URL + "/" + name + ".git" }
+
+// CreateRepo makes an empty bare repository and returns its URL.
+func (s *GitServer) CreateRepo(t TB, name string) string {
+	t.Helper()
+	dir := filepath.Join(s.Root, name+".git")
+	Git(t, "", "init", "--bare", "--initial-branch=main", dir)
+	return s.URL(name)
+}
+
+// Git runs git in dir with a fixed identity and returns its output.
+func Git(t TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com",
+		"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.com",
+		"GIT_CONFIG_NOSYSTEM=1", "HOME="+os.TempDir(),
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Work is a working clone used to author commits in tests.
+type Work struct {
+	Dir string
+	t   TB
+}
+
+// NewWork makes a new repository with a main branch in a temporary
+// directory; with a remote URL it is set as origin.
+func NewWork(t TB, remote string) *Work {
+	t.Helper()
+	w := &Work{Dir: t.TempDir(), t: t}
+	Git(t, w.Dir, "init", "--initial-branch=main")
+	if remote != "" {
+		Git(t, w.Dir, "remote", "add", "origin", remote)
+	}
+	return w
+}
+
+// Write writes files (path → content); an empty content removes the file.
+func (w *Work) Write(files map[string]string) *Work {
+	w.t.Helper()
+	for name, content := range files {
+		p := filepath.Join(w.Dir, filepath.FromSlash(name))
+		if content == "" {
+			if err := os.RemoveAll(p); err != nil {
+				w.t.Fatalf("%v", err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			w.t.Fatalf("%v", err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			w.t.Fatalf("%v", err)
+		}
+	}
+	return w
+}
+
+// Commit commits everything and returns the commit SHA.
+func (w *Work) Commit(msg string) string {
+	w.t.Helper()
+	Git(w.t, w.Dir, "add", "-A")
+	Git(w.t, w.Dir, "commit", "--allow-empty", "-q", "-m", msg)
+	return w.Head()
+}
+
+// Head returns the SHA of HEAD.
+func (w *Work) Head() string {
+	w.t.Helper()
+	return Git(w.t, w.Dir, "rev-parse", "HEAD")
+}
+
+// Push pushes refs (default: the current branch) to origin.
+func (w *Work) Push(refs ...string) {
+	w.t.Helper()
+	if len(refs) == 0 {
+		refs = []string{"HEAD"}
+	}
+	Git(w.t, w.Dir, append([]string{"push", "-q", "origin"}, refs...)...)
+}
+
+// Show returns a file's content at a revision of a repository (a bare one
+// or a work tree).
+func Show(t TB, repoDir, rev, path string) string {
+	t.Helper()
+	return Git(t, repoDir, "show", fmt.Sprintf("%s:%s", rev, path))
+}

@@ -1,0 +1,101 @@
+package testenv
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// Registry is an OCI registry on loopback.
+type Registry struct {
+	// Host is host:port, to prefix repositories with.
+	Host string
+	srv  *httptest.Server
+	// Requests counts the HTTP requests served.
+	Requests atomic.Int64
+	// Fail, when set, answers requests whose path contains its key with the
+	// status code it maps to (to test retries and errors).
+	fail atomic.Pointer[func(*http.Request) int]
+}
+
+// NewRegistry starts a registry; it stops when the test ends.
+func NewRegistry(t TB) *Registry {
+	t.Helper()
+	r := &Registry{}
+	h := registry.New(registry.Logger(nopLogger()))
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.Requests.Add(1)
+		if f := r.fail.Load(); f != nil {
+			if code := (*f)(req); code != 0 {
+				http.Error(w, http.StatusText(code), code)
+				return
+			}
+		}
+		h.ServeHTTP(w, req)
+	}))
+	t.Cleanup(r.srv.Close)
+	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
+	return r
+}
+
+// FailWith makes the registry answer with the status f returns (0: serve
+// normally); nil restores normal service.
+func (r *Registry) FailWith(f func(*http.Request) int) {
+	if f == nil {
+		r.fail.Store(nil)
+		return
+	}
+	r.fail.Store(&f)
+}
+
+// Push pushes a small random image under repo:tag (repo without host) and
+// returns its digest.
+func (r *Registry) Push(t TB, repoTag string) string {
+	t.Helper()
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatalf("random image: %v", err)
+	}
+	return r.PushImage(t, repoTag, img)
+}
+
+// PushImage pushes img under repo:tag (repo without host) and returns its
+// digest.
+func (r *Registry) PushImage(t TB, repoTag string, img v1.Image) string {
+	t.Helper()
+	ref, err := name.ParseReference(r.Host + "/" + repoTag)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatalf("pushing %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return d.String()
+}
+
+// Tag points repo:tag at an existing digest (repo without host).
+func (r *Registry) Tag(t TB, repo, digest, tag string) {
+	t.Helper()
+	src, err := name.ParseReference(r.Host + "/" + repo + "@" + digest)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	desc, err := remote.Get(src)
+	if err != nil {
+		t.Fatalf("getting %s: %v", src, err)
+	}
+	if err := remote.Tag(src.Context().Tag(tag), desc); err != nil {
+		t.Fatalf("tagging %s: %v", tag, err)
+	}
+}
