@@ -228,10 +228,10 @@ func (e entryInfo) Mode() fs.FileMode {
 	}
 	return 0o644
 }
-func (e entryInfo) ModTime() time.Time          { return time.Time{} }
-func (e entryInfo) IsDir() bool                 { return isDir(e.mode) }
-func (e entryInfo) Sys() any                    { return nil }
-func (e entryInfo) Type() fs.FileMode           { return e.Mode().Type() }
+func (e entryInfo) ModTime() time.Time         { return time.Time{} }
+func (e entryInfo) IsDir() bool                { return isDir(e.mode) }
+func (e entryInfo) Sys() any                   { return nil }
+func (e entryInfo) Type() fs.FileMode          { return e.Mode().Type() }
 func (e entryInfo) Info() (fs.FileInfo, error) { return e, nil }
 
 type memFile struct {
