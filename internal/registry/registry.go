@@ -1,0 +1,233 @@
+// Package registry is how Sluice talks to OCI registries: credentials from
+// the docker config keychain, plain HTTP for loopback and for the hosts the
+// user names insecure, retries with backoff for transient errors, and
+// look-ups shared by everything in one run.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// Client reaches registries. It deduplicates look-ups: a tag is resolved
+// and a repository's tags are listed once per Client, however many
+// callers ask. The zero value is not usable; call New.
+type Client struct {
+	keychain authn.Keychain
+	insecure map[string]bool
+	backoff  remote.Backoff
+	rt       http.RoundTripper
+
+	mu      sync.Mutex
+	digests map[string]*call[string]
+	tags    map[string]*call[[]string]
+}
+
+type call[T any] struct {
+	done chan struct{}
+	val  T
+	err  error
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithInsecure names hosts (host or host:port) reached over plain HTTP.
+// Loopback hosts always are.
+func WithInsecure(hosts ...string) Option {
+	return func(c *Client) {
+		for _, h := range hosts {
+			c.insecure[h] = true
+		}
+	}
+}
+
+// WithKeychain sets where credentials come from. The default is the docker
+// config keychain ($DOCKER_CONFIG, ~/.docker/config.json and its helpers).
+func WithKeychain(k authn.Keychain) Option { return func(c *Client) { c.keychain = k } }
+
+// WithBackoff sets the retry schedule for transient errors (connection
+// failures, 408, 429, 5xx). The default is 4 tries, 200ms apart at first,
+// tripling.
+func WithBackoff(b remote.Backoff) Option { return func(c *Client) { c.backoff = b } }
+
+// WithTransport sets the HTTP transport. The default is
+// remote.DefaultTransport.
+func WithTransport(rt http.RoundTripper) Option { return func(c *Client) { c.rt = rt } }
+
+// New returns a Client.
+func New(opts ...Option) *Client {
+	c := &Client{
+		keychain: authn.DefaultKeychain,
+		insecure: map[string]bool{},
+		backoff:  remote.Backoff{Duration: 200 * time.Millisecond, Factor: 3.0, Jitter: 0.1, Steps: 4},
+		rt:       remote.DefaultTransport,
+		digests:  map[string]*call[string]{},
+		tags:     map[string]*call[[]string]{},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// isLoopback reports whether host:port names this machine.
+func isLoopback(host string) bool {
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// nameOptions are the name options for a reference's host.
+func (c *Client) nameOptions(s string) []name.Option {
+	host, _, _ := strings.Cut(s, "/")
+	if c.insecure[host] || isLoopback(host) {
+		return []name.Option{name.Insecure}
+	}
+	return nil
+}
+
+// ParseReference parses an image reference, reaching its host over plain
+// HTTP when it is loopback or named insecure.
+func (c *Client) ParseReference(s string) (name.Reference, error) {
+	return name.ParseReference(s, c.nameOptions(s)...)
+}
+
+// ParseRepository parses a repository name like ParseReference.
+func (c *Client) ParseRepository(s string) (name.Repository, error) {
+	return name.NewRepository(s, c.nameOptions(s)...)
+}
+
+// Options are the remote options for a call: context, credentials,
+// transport and retries.
+func (c *Client) Options(ctx context.Context) []remote.Option {
+	return []remote.Option{
+		remote.WithContext(ctx),
+		remote.WithAuthFromKeychain(c.keychain),
+		remote.WithTransport(c.rt),
+		remote.WithRetryBackoff(c.backoff),
+		remote.WithRetryStatusCodes(http.StatusRequestTimeout, http.StatusTooManyRequests,
+			http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout),
+	}
+}
+
+// ErrNotFound is returned when a tag or repository does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Digest resolves a tag (repo:tag) to the digest of its manifest or index.
+func (c *Client) Digest(ctx context.Context, ref string) (string, error) {
+	return memo(c, c.digests, ref, func() (string, error) {
+		r, err := c.ParseReference(ref)
+		if err != nil {
+			return "", err
+		}
+		desc, err := remote.Head(r, c.Options(ctx)...)
+		if err != nil {
+			// Some registries refuse HEAD; GET is the fallback.
+			var terr *transport.Error
+			if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+				return "", fmt.Errorf("%s: %w", ref, ErrNotFound)
+			}
+			d, gerr := remote.Get(r, c.Options(ctx)...)
+			if gerr != nil {
+				return "", classify(ref, gerr)
+			}
+			return d.Digest.String(), nil
+		}
+		return desc.Digest.String(), nil
+	})
+}
+
+// Tags lists a repository's tags.
+func (c *Client) Tags(ctx context.Context, repo string) ([]string, error) {
+	return memo(c, c.tags, repo, func() ([]string, error) {
+		r, err := c.ParseRepository(repo)
+		if err != nil {
+			return nil, err
+		}
+		tags, err := remote.List(r, c.Options(ctx)...)
+		if err != nil {
+			return nil, classify(repo, err)
+		}
+		return tags, nil
+	})
+}
+
+// Forget drops what the Client remembers of a reference, after a write
+// that moved it.
+func (c *Client) Forget(ref string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.digests, ref)
+	if r, err := c.ParseReference(ref); err == nil {
+		delete(c.tags, r.Context().String())
+	}
+}
+
+// Image fetches an image or chart manifest by reference.
+func (c *Client) Image(ctx context.Context, ref name.Reference) (v1.Image, error) {
+	img, err := remote.Image(ref, c.Options(ctx)...)
+	if err != nil {
+		return nil, classify(ref.String(), err)
+	}
+	return img, nil
+}
+
+func classify(ref string, err error) error {
+	var terr *transport.Error
+	if errors.As(err, &terr) {
+		if terr.StatusCode == http.StatusNotFound {
+			return fmt.Errorf("%s: %w", ref, ErrNotFound)
+		}
+		for _, d := range terr.Errors {
+			switch d.Code {
+			case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode:
+				return fmt.Errorf("%s: %w", ref, ErrNotFound)
+			}
+		}
+	}
+	return fmt.Errorf("%s: %w", ref, err)
+}
+
+func memo[T any](c *Client, m map[string]*call[T], key string, f func() (T, error)) (T, error) {
+	c.mu.Lock()
+	cl, ok := m[key]
+	if !ok {
+		cl = &call[T]{done: make(chan struct{})}
+		m[key] = cl
+	}
+	c.mu.Unlock()
+	if !ok {
+		cl.val, cl.err = f()
+		close(cl.done)
+		if cl.err != nil && !errors.Is(cl.err, ErrNotFound) {
+			// A failure is not remembered: the next caller tries again.
+			c.mu.Lock()
+			if m[key] == cl {
+				delete(m, key)
+			}
+			c.mu.Unlock()
+		}
+		return cl.val, cl.err
+	}
+	<-cl.done
+	return cl.val, cl.err
+}

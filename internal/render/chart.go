@@ -1,0 +1,235 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/repo"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/registry"
+)
+
+// helmChartLayer is the media type of a chart's archive in an OCI
+// artifact.
+const helmChartLayer = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+
+// Charts fetches remote charts, from OCI registries and from https chart
+// repositories, and keeps their archives in a cache directory by digest.
+type Charts struct {
+	// Registry reaches OCI registries.
+	Registry *registry.Client
+	// HTTP fetches chart repository indexes and archives; the default is
+	// http.DefaultClient.
+	HTTP *http.Client
+	// CacheDir keeps fetched archives; empty means no cache.
+	CacheDir string
+}
+
+// Resolve finds the version (highest matching, for a range) and the
+// digest of a remote chart without downloading it.
+func (c *Charts) Resolve(ctx context.Context, ref v1alpha1.HelmChart) (v1alpha1.PinnedChart, error) {
+	pinned, _, err := c.resolve(ctx, ref)
+	return pinned, err
+}
+
+// chartSource says where the archive of a resolved chart is.
+type chartSource struct {
+	url string // https archive URL, or "" for OCI
+	oci string // OCI reference by digest
+}
+
+func (c *Charts) resolve(ctx context.Context, ref v1alpha1.HelmChart) (v1alpha1.PinnedChart, chartSource, error) {
+	p := v1alpha1.PinnedChart{Repo: ref.Repo, Name: ref.Name}
+	if strings.HasPrefix(ref.Repo, "oci://") {
+		repoName := strings.TrimSuffix(strings.TrimPrefix(ref.Repo, "oci://"), "/") + "/" + ref.Name
+		version := ref.Version
+		if _, err := semver.StrictNewVersion(strings.TrimPrefix(version, "v")); err != nil {
+			tags, err := c.Registry.Tags(ctx, repoName)
+			if err != nil {
+				return p, chartSource{}, err
+			}
+			// OCI tags cannot hold "+": Helm writes it as "_".
+			for i := range tags {
+				tags[i] = strings.ReplaceAll(tags[i], "_", "+")
+			}
+			if version, err = registry.Highest(tags, ref.Version); err != nil {
+				return p, chartSource{}, fmt.Errorf("chart %s: %w", repoName, err)
+			}
+		}
+		digest, err := c.Registry.Digest(ctx, repoName+":"+strings.ReplaceAll(version, "+", "_"))
+		if err != nil {
+			return p, chartSource{}, fmt.Errorf("chart %s version %s: %w", repoName, version, err)
+		}
+		p.Version, p.Digest = version, digest
+		return p, chartSource{oci: repoName + "@" + digest}, nil
+	}
+	idx, err := c.index(ctx, ref.Repo)
+	if err != nil {
+		return p, chartSource{}, err
+	}
+	cv, err := idx.Get(ref.Name, ref.Version)
+	if err != nil {
+		return p, chartSource{}, fmt.Errorf("chart %s version %s in %s: %w", ref.Name, ref.Version, ref.Repo, err)
+	}
+	if len(cv.URLs) == 0 {
+		return p, chartSource{}, fmt.Errorf("chart %s %s in %s: no download URL", ref.Name, cv.Version, ref.Repo)
+	}
+	u, err := resolveURL(ref.Repo, cv.URLs[0])
+	if err != nil {
+		return p, chartSource{}, err
+	}
+	p.Version = cv.Version
+	p.Digest = cv.Digest
+	if p.Digest != "" && !strings.HasPrefix(p.Digest, "sha256:") {
+		p.Digest = "sha256:" + p.Digest
+	}
+	return p, chartSource{url: u}, nil
+}
+
+// Fetch resolves and loads a remote chart.
+func (c *Charts) Fetch(ctx context.Context, ref v1alpha1.HelmChart) (*chart.Chart, v1alpha1.PinnedChart, error) {
+	pinned, src, err := c.resolve(ctx, ref)
+	if err != nil {
+		return nil, pinned, err
+	}
+	if data, ok := c.cached(pinned.Digest); ok {
+		ch, err := loader.LoadArchive(bytes.NewReader(data))
+		return ch, pinned, err
+	}
+	var data []byte
+	if src.oci != "" {
+		data, err = c.pullOCI(ctx, src.oci)
+	} else {
+		data, err = c.get(ctx, src.url)
+	}
+	if err != nil {
+		return nil, pinned, err
+	}
+	sum := sha256.Sum256(data)
+	got := "sha256:" + hex.EncodeToString(sum[:])
+	if src.oci == "" {
+		if pinned.Digest != "" && pinned.Digest != got {
+			return nil, pinned, fmt.Errorf("chart %s %s: archive digest %s does not match the index's %s", ref.Name, pinned.Version, got, pinned.Digest)
+		}
+		pinned.Digest = got
+	}
+	c.store(pinned.Digest, data)
+	ch, err := loader.LoadArchive(bytes.NewReader(data))
+	if err != nil {
+		return nil, pinned, fmt.Errorf("chart %s %s: %w", ref.Name, pinned.Version, err)
+	}
+	return ch, pinned, nil
+}
+
+func (c *Charts) pullOCI(ctx context.Context, ref string) ([]byte, error) {
+	r, err := c.Registry.ParseReference(ref)
+	if err != nil {
+		return nil, err
+	}
+	img, err := c.Registry.Image(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	for _, l := range m.Layers {
+		if string(l.MediaType) != helmChartLayer {
+			continue
+		}
+		layer, err := img.LayerByDigest(l.Digest)
+		if err != nil {
+			return nil, err
+		}
+		rc, err := layer.Compressed()
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		return io.ReadAll(rc)
+	}
+	return nil, fmt.Errorf("%s is not a Helm chart: no layer of type %s", ref, helmChartLayer)
+}
+
+func (c *Charts) index(ctx context.Context, repoURL string) (*repo.IndexFile, error) {
+	data, err := c.get(ctx, strings.TrimSuffix(repoURL, "/")+"/index.yaml")
+	if err != nil {
+		return nil, err
+	}
+	idx := repo.NewIndexFile()
+	if err := sigsyaml.Unmarshal(data, idx); err != nil {
+		return nil, fmt.Errorf("chart repository %s: index.yaml: %w", repoURL, err)
+	}
+	idx.SortEntries()
+	return idx, nil
+}
+
+func (c *Charts) get(ctx context.Context, u string) ([]byte, error) {
+	client := c.HTTP
+	if client == nil {
+		client = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+func (c *Charts) cached(digest string) ([]byte, bool) {
+	if c.CacheDir == "" || digest == "" {
+		return nil, false
+	}
+	data, err := os.ReadFile(filepath.Join(c.CacheDir, strings.ReplaceAll(digest, ":", "-")+".tgz"))
+	return data, err == nil
+}
+
+func (c *Charts) store(digest string, data []byte) {
+	if c.CacheDir == "" {
+		return
+	}
+	if err := os.MkdirAll(c.CacheDir, 0o755); err != nil {
+		return
+	}
+	p := filepath.Join(c.CacheDir, strings.ReplaceAll(digest, ":", "-")+".tgz")
+	tmp := p + ".tmp"
+	if os.WriteFile(tmp, data, 0o644) == nil {
+		os.Rename(tmp, p)
+	}
+}
+
+func resolveURL(base, ref string) (string, error) {
+	b, err := url.Parse(strings.TrimSuffix(base, "/") + "/")
+	if err != nil {
+		return "", err
+	}
+	r, err := url.Parse(ref)
+	if err != nil {
+		return "", err
+	}
+	return b.ResolveReference(r).String(), nil
+}
+

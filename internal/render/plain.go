@@ -1,0 +1,92 @@
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+
+	goyaml "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"sluice.dev/sluice/internal/source"
+)
+
+// plainDir reads every YAML and JSON file under dir, recursively, in path
+// order, skipping hidden files and folders.
+func plainDir(fsys source.FS, dir string) ([]*yaml.RNode, error) {
+	var objs []*yaml.RNode
+	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		switch path.Ext(p) {
+		case ".yaml", ".yml", ".json":
+		default:
+			return nil
+		}
+		data, err := fsys.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		nodes, err := ParseObjects(p, data)
+		if err != nil {
+			return err
+		}
+		objs = append(objs, nodes...)
+		return nil
+	})
+	return objs, err
+}
+
+// ParseObjects parses a multi-document YAML (or a JSON object) into
+// Kubernetes objects, naming the file, document and line of any that is
+// not one. Empty documents are skipped; a List is expanded.
+func ParseObjects(file string, data []byte) ([]*yaml.RNode, error) {
+	dec := goyaml.NewDecoder(bytes.NewReader(data))
+	var out []*yaml.RNode
+	for i := 1; ; i++ {
+		var doc goyaml.Node
+		if err := dec.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: document %d: %w", file, i, err)
+		}
+		if len(doc.Content) == 0 {
+			continue
+		}
+		n := yaml.NewRNode(doc.Content[0])
+		if n.IsNilOrEmpty() {
+			continue
+		}
+		line := n.YNode().Line
+		if n.YNode().Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("%s: document %d (line %d): not a mapping", file, i, line)
+		}
+		if n.GetKind() == "" || n.GetApiVersion() == "" {
+			return nil, fmt.Errorf("%s: document %d (line %d): not a Kubernetes object: apiVersion and kind are required", file, i, line)
+		}
+		if strings.HasSuffix(n.GetKind(), "List") && n.Field("items") != nil {
+			elems, err := n.Field("items").Value.Elements()
+			if err != nil {
+				return nil, fmt.Errorf("%s: document %d (line %d): items: %w", file, i, line, err)
+			}
+			out = append(out, elems...)
+			continue
+		}
+		out = append(out, n)
+	}
+}

@@ -1,0 +1,143 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"runtime/debug"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/source"
+)
+
+// Renderer names.
+const (
+	Kustomize = "kustomize"
+	Helm      = "helm"
+	Plain     = "plain"
+)
+
+// Options say how to render a folder.
+type Options struct {
+	// Render holds the settings; nil detects the renderer from the folder.
+	Render *v1alpha1.Render
+	// ReleaseName is the Helm release name when the settings give none.
+	ReleaseName string
+	// Charts fetches remote charts; required only for render.helm.chart.
+	Charts *Charts
+}
+
+// Result is a render's output and what it read.
+type Result struct {
+	Renderer v1alpha1.Renderer
+	Objects  []*yaml.RNode
+	// Inputs are the paths read, with their hashes.
+	Inputs []v1alpha1.Input
+	// Chart is the remote chart rendered, if any.
+	Chart *v1alpha1.PinnedChart
+	// Remote lists files fetched from outside the source tree (remote
+	// kustomize resources): a render that has any cannot be skipped.
+	Remote []string
+}
+
+// Render renders the folder dir of fsys.
+func Render(ctx context.Context, fsys source.FS, dir string, o Options) (*Result, error) {
+	tr := source.Track(fsys)
+	kind, err := Detect(tr, dir, o.Render)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Renderer: v1alpha1.Renderer{Name: kind, Version: Version(kind)}}
+	switch kind {
+	case Kustomize:
+		var s v1alpha1.KustomizeRender
+		if o.Render != nil && o.Render.Kustomize != nil {
+			s = *o.Render.Kustomize
+		}
+		res.Objects, err = kustomizeDir(tr, dir, s, &res.Remote)
+	case Helm:
+		s := v1alpha1.HelmRender{ReleaseName: o.ReleaseName}
+		if o.Render != nil && o.Render.Helm != nil {
+			s = *o.Render.Helm
+			if s.ReleaseName == "" {
+				s.ReleaseName = o.ReleaseName
+			}
+		}
+		var ch *chart.Chart
+		if s.Chart != nil {
+			if o.Charts == nil {
+				return nil, errors.New("render.helm.chart: no chart fetcher configured")
+			}
+			var pinned v1alpha1.PinnedChart
+			ch, pinned, err = o.Charts.Fetch(ctx, *s.Chart)
+			res.Chart = &pinned
+		} else {
+			ch, err = loadChart(tr, dir)
+		}
+		if err == nil {
+			res.Objects, err = helmTemplate(ctx, tr, dir, ch, s)
+		}
+	case Plain:
+		res.Objects, err = plainDir(tr, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Inputs = tr.Inputs()
+	return res, nil
+}
+
+// Detect decides the renderer: the settings when they name exactly one,
+// else the folder: a kustomization, a Chart.yaml, or plain YAML.
+func Detect(fsys fs.StatFS, dir string, r *v1alpha1.Render) (string, error) {
+	if r != nil && r.Helm != nil && r.Helm.Chart != nil {
+		return Helm, nil
+	}
+	info, err := fsys.Stat(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("path %q not found", dir)
+		}
+		return "", err
+	}
+	if !info.IsDir() {
+		return "", fmt.Errorf("path %q is not a directory", dir)
+	}
+	if r != nil && (r.Kustomize == nil) != (r.Helm == nil) {
+		if r.Kustomize != nil {
+			return Kustomize, nil
+		}
+		return Helm, nil
+	}
+	for _, n := range kustomizationFiles {
+		if _, err := fsys.Stat(path.Join(dir, n)); err == nil {
+			return Kustomize, nil
+		}
+	}
+	if _, err := fsys.Stat(path.Join(dir, "Chart.yaml")); err == nil {
+		return Helm, nil
+	}
+	return Plain, nil
+}
+
+// Version is the version of a renderer's engine: the kustomize API or
+// Helm SDK module Sluice was built with.
+func Version(kind string) string {
+	mod := map[string]string{Kustomize: "sigs.k8s.io/kustomize/api", Helm: "helm.sh/helm/v3"}[kind]
+	if mod == "" {
+		return "v1"
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == mod {
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
+}
