@@ -183,6 +183,9 @@ func Parse(file string, data []byte) (*Set, error) {
 			if err == io.EOF {
 				break
 			}
+			if !bytes.Contains(data, []byte(v1alpha1.Group+"/")) {
+				break // not YAML, and not ours either (a Helm template, say)
+			}
 			errs = append(errs, &Error{File: file, Line: yamlErrorLine(err), Msg: yamlErrorMsg(err)})
 			break
 		}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// Streams are the command's standard streams.
+type Streams struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// exitError carries an exit code other than 1 up to Run.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// exit returns an error that makes Run exit with code, printing err (if
+// any) first.
+func exit(code int, err error) error { return &exitError{code: code, err: err} }
+
+// globalFlags are the flags every command has.
+type globalFlags struct {
+	verbose bool
+}
+
+// Run runs the sluice command line and returns the exit code.
+func Run(ctx context.Context, s Streams, args []string) int {
+	root := newRootCmd(s)
+	root.SetArgs(args)
+	root.SetIn(s.In)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	code := 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+		err = ee.err
+	} else if strings.Contains(err.Error(), "unknown flag") || strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "accepts") || strings.Contains(err.Error(), "required flag") {
+		code = 2
+	}
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(s.Err, "error:", line)
+		}
+	}
+	return code
+}
+
+func newRootCmd(s Streams) *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "sluice",
+		Short: "Render GitOps sources into deploy repositories, every image pinned to a digest",
+		Long: `Sluice renders kustomize overlays, Helm charts and plain YAML into plain
+manifests, pins every image to a digest, and commits the result into the
+folder of a destination branch that Flux or Argo CD syncs from.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			level := slog.LevelWarn
+			if g.verbose {
+				level = slog.LevelDebug
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(s.Err, &slog.HandlerOptions{Level: level})))
+		},
+	}
+	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "print progress and debug logs to stderr")
+	root.AddCommand(newHydrateCmd(s, g), newRenderCmd(s), newVersionCmd(s))
+	return root
+}

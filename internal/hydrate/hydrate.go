@@ -1,0 +1,238 @@
+package hydrate
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"golang.org/x/sync/errgroup"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/destination"
+	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/source"
+)
+
+// Options configure a run.
+type Options struct {
+	// Cache opens repositories. Required.
+	Cache *source.Cache
+	// Registry resolves image digests. Required.
+	Registry *registry.Client
+	// Charts fetches remote charts; the default fetches through Registry
+	// without an archive cache.
+	Charts *render.Charts
+	// Force renders and writes every sync, even an unchanged one.
+	Force bool
+	// DryRun renders and compares, and writes nothing: each result carries
+	// the diff of what would change.
+	DryRun bool
+	// OutDir writes the folders under this directory (as
+	// OutDir/<branch>/<path>) instead of committing to git.
+	OutDir string
+	// Parallel bounds the syncs rendered at once; the default is
+	// GOMAXPROCS.
+	Parallel int
+	// Author signs the commits; the default is Sluice <sluice@sluice.dev>.
+	Author object.Signature
+	// Progress, if set, is called once per sync as soon as its result is
+	// known, from any goroutine but never concurrently.
+	Progress func(Result)
+}
+
+// Outcome is what became of one sync.
+type Outcome string
+
+// Outcomes.
+const (
+	// Unchanged: the destination already holds this render.
+	Unchanged Outcome = "unchanged"
+	// Committed: a commit with this sync's folder was pushed.
+	Committed Outcome = "committed"
+	// Changed: the folder would change (dry run), or was written (--out).
+	Changed Outcome = "changed"
+	// Failed: nothing of this sync was written.
+	Failed Outcome = "failed"
+)
+
+// Result is the outcome of one sync.
+type Result struct {
+	Name   string  `json:"name"`
+	Result Outcome `json:"result"`
+	// Commit is the destination commit that holds the folder (new when
+	// committed).
+	Commit string `json:"commit,omitempty"`
+	// Destination is repo, branch and folder.
+	Destination string `json:"destination"`
+	// Source is the repo, path and commit read.
+	Source string `json:"source,omitempty"`
+	// Images are the pinned images.
+	Images []v1alpha1.PinnedImage `json:"images,omitempty"`
+	// Rendered tells whether the source was rendered (false when the
+	// inputs were seen unchanged without rendering).
+	Rendered bool `json:"rendered"`
+	// Diff is the unified diff of the folder (dry run only).
+	Diff  string `json:"diff,omitempty"`
+	Error string `json:"error,omitempty"`
+	Err   error  `json:"-"`
+}
+
+// Report holds the results of a run, in the order of the syncs given.
+type Report struct {
+	Results []Result
+}
+
+// Failed returns the failed results.
+func (r *Report) Failed() []Result {
+	var out []Result
+	for _, res := range r.Results {
+		if res.Result == Failed {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// Changed reports whether any sync committed or would change.
+func (r *Report) Changed() bool {
+	for _, res := range r.Results {
+		if res.Result == Committed || res.Result == Changed {
+			return true
+		}
+	}
+	return false
+}
+
+// Err summarises the failures as one error, nil when there are none.
+func (r *Report) Err() error {
+	failed := r.Failed()
+	if len(failed) == 0 {
+		return nil
+	}
+	names := make([]string, len(failed))
+	for i, f := range failed {
+		names[i] = f.Name
+	}
+	return fmt.Errorf("%d of %d syncs failed: %s", len(failed), len(r.Results), strings.Join(names, ", "))
+}
+
+// Run hydrates the syncs. It returns an error only when the run could not
+// start; each sync's failure is in its Result.
+func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, error) {
+	if o.Cache == nil || o.Registry == nil {
+		return nil, fmt.Errorf("hydrate: Cache and Registry are required")
+	}
+	if o.Charts == nil {
+		o.Charts = &render.Charts{Registry: o.Registry}
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = runtime.GOMAXPROCS(0)
+	}
+	r := &runner{o: o, results: make([]Result, len(syncs))}
+	plans := make([]*plan, len(syncs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.Parallel)
+	for i, s := range syncs {
+		g.Go(func() error {
+			p := r.plan(gctx, s)
+			plans[i] = p
+			if p.err != nil || p.folder == nil || o.DryRun {
+				r.finish(i, p.result())
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !o.DryRun {
+		r.write(ctx, plans)
+	}
+	return &Report{Results: r.results}, nil
+}
+
+type runner struct {
+	o       Options
+	mu      sync.Mutex
+	results []Result
+}
+
+func (r *runner) finish(i int, res Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if res.Err != nil {
+		res.Result, res.Error = Failed, res.Err.Error()
+	}
+	r.results[i] = res
+	if r.o.Progress != nil {
+		r.o.Progress(res)
+	}
+}
+
+// write lands every changed folder: one commit per destination branch (or
+// files under OutDir), the branches in parallel.
+func (r *runner) write(ctx context.Context, plans []*plan) {
+	type group struct {
+		repo    *source.Repo
+		branch  string
+		from    string
+		indexes []int
+	}
+	groups := map[string]*group{}
+	var keys []string
+	for i, p := range plans {
+		if p.err != nil || p.folder == nil {
+			continue
+		}
+		if r.o.OutDir != "" {
+			r.finish(i, p.writeDir(destination.Dir{Root: r.o.OutDir}))
+			continue
+		}
+		key := p.dstRepo.Location().Key() + "#" + p.branch
+		g, ok := groups[key]
+		if !ok {
+			g = &group{repo: p.dstRepo, branch: p.branch, from: p.from}
+			groups[key] = g
+			keys = append(keys, key)
+		}
+		g.indexes = append(g.indexes, i)
+	}
+	sort.Strings(keys)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		g := groups[k]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var changes []destination.Change
+			var members []*plan
+			for _, i := range g.indexes {
+				changes = append(changes, destination.Change{Path: plans[i].dstPath, Files: plans[i].folder})
+				members = append(members, plans[i])
+			}
+			res, err := destination.Write(ctx, g.repo, g.branch, changes, destination.WriteOptions{
+				Message: commitMessage(members), Author: r.o.Author, From: g.from,
+			})
+			for _, i := range g.indexes {
+				out := plans[i].result()
+				switch {
+				case err == destination.ErrNoChange:
+					out.Result = Unchanged
+				case err != nil:
+					out.Err = fmt.Errorf("writing %s: %w", g.branch, err)
+				default:
+					out.Result, out.Commit = Committed, res.Commit.String()
+				}
+				r.finish(i, out)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,255 @@
+package hydrate
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/destination"
+	"sluice.dev/sluice/internal/pin"
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/source"
+)
+
+// plan is one sync worked out up to the write: its new folder, or the
+// finding that the destination already holds it.
+type plan struct {
+	ms  config.ManifestSync
+	err error
+
+	src     *sourceTree
+	dstRepo *source.Repo
+	branch  string // the branch written: the destination's, or the review branch
+	from    string // where a missing branch starts
+	dstPath string
+	tip     string // the destination commit read
+
+	prev     *v1alpha1.Provenance
+	prov     *v1alpha1.Provenance
+	folder   destination.Folder // nil: nothing to write
+	rendered bool
+	diff     string
+}
+
+func (p *plan) result() Result {
+	d := p.ms.Spec.Destination
+	res := Result{
+		Name:        p.ms.Name,
+		Result:      Unchanged,
+		Commit:      p.tip,
+		Destination: fmt.Sprintf("%s %s %s", source.Redact(d.Repo), p.branch, d.Path),
+		Rendered:    p.rendered,
+		Diff:        p.diff,
+		Err:         p.err,
+	}
+	if p.branch == "" {
+		res.Destination = fmt.Sprintf("%s %s %s", source.Redact(d.Repo), d.Branch, d.Path)
+	}
+	if p.prov != nil {
+		res.Images = p.prov.Images
+		res.Source = describeSource(p.prov.Source)
+	}
+	if p.folder != nil {
+		res.Result = Changed
+	}
+	return res
+}
+
+func describeSource(s v1alpha1.ProvenanceSource) string {
+	out := s.Repo + " " + s.Path
+	if s.Commit != "" {
+		out += "@" + short(s.Commit)
+	}
+	if s.Dirty {
+		out += "+dirty"
+	}
+	return out
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+// folderReader reads the current content of destination folders: a
+// branch, or a local directory.
+type folderReader interface {
+	Hashes(folder string) (map[string]string, error)
+	ReadFile(p string) ([]byte, bool, error)
+	ReadFolder(folder string) (destination.Folder, error)
+}
+
+func (r *runner) plan(ctx context.Context, ms config.ManifestSync) *plan {
+	p := &plan{ms: ms, dstPath: ms.Spec.Destination.Path}
+	p.err = r.work(ctx, p)
+	return p
+}
+
+func (r *runner) work(ctx context.Context, p *plan) error {
+	ms := p.ms
+	src, err := r.openSource(ctx, ms)
+	if err != nil {
+		return err
+	}
+	p.src = src
+	current, err := r.openDestination(ctx, p)
+	if err != nil {
+		return err
+	}
+	hashes, err := current.Hashes(p.dstPath)
+	if err != nil {
+		return fmt.Errorf("reading destination %s: %w", p.dstPath, err)
+	}
+	if data, ok, err := current.ReadFile(path.Join(p.dstPath, v1alpha1.ProvenanceFile)); err == nil && ok {
+		p.prev, _ = parseProvenance(data) // unreadable: render anew
+	}
+	pinner := &pin.Pinner{Registry: r.o.Registry, Commit: src.commit}
+	if !r.o.Force && p.prev != nil && r.unchanged(ctx, p, pinner, hashes) {
+		p.prov = p.prev
+		return nil
+	}
+
+	p.rendered = true
+	res, err := render.Render(ctx, src.fs, ms.Spec.Source.Path, render.Options{
+		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.Charts,
+	})
+	if err != nil {
+		return fmt.Errorf("rendering %s %s: %w", src.describe(), ms.Spec.Source.Path, err)
+	}
+	images, err := pinner.Pin(ctx, res.Objects, ms.Spec.Images)
+	if err != nil {
+		return fmt.Errorf("pinning: %w", err)
+	}
+	folder, err := destination.Manifests(res.Objects, ms.Spec.Destination.Layout)
+	if err != nil {
+		return err
+	}
+	inputs := res.Inputs
+	for _, u := range res.Remote {
+		inputs = append(inputs, v1alpha1.Input{Path: u, Hash: "remote"})
+	}
+	prov := &v1alpha1.Provenance{
+		APIVersion: v1alpha1.APIVersion,
+		Kind:       v1alpha1.KindProvenance,
+		Sync:       ms.Name,
+		Source:     src.provenance(ms.Spec.Source, inputs),
+		Renderer:   res.Renderer,
+		Render:     ms.Spec.Render,
+		Rules:      ms.Spec.Images,
+		Images:     images,
+		Inputs:     inputs,
+		Chart:      res.Chart,
+		Manifests:  destination.Digest(folder.Hashes()),
+	}
+	prov.Fingerprint = fingerprint(ms.ManifestSync, prov.Renderer, prov.Inputs, prov.Chart, prov.Images)
+	data, err := marshalProvenance(prov)
+	if err != nil {
+		return err
+	}
+	folder[v1alpha1.ProvenanceFile] = data
+	p.prov = prov
+	if maps.Equal(folder.Hashes(), hashes) {
+		return nil // same bytes: a new commit of unrelated files, or --force
+	}
+	p.folder = folder
+	if r.o.DryRun {
+		old, err := current.ReadFolder(p.dstPath)
+		if err != nil {
+			return err
+		}
+		p.diff = diffFolders(p.dstPath, old, folder)
+	}
+	return nil
+}
+
+// unchanged reports whether the destination folder is what a render would
+// give now, without rendering: it holds the provenance's manifests, every
+// input has its recorded hash, and every image and chart resolves as
+// recorded.
+func (r *runner) unchanged(ctx context.Context, p *plan, pinner *pin.Pinner, hashes map[string]string) bool {
+	prev, ms := p.prev, p.ms
+	if prev.Sync != ms.Name || hashes == nil || destination.Digest(hashes) != prev.Manifests {
+		return false
+	}
+	if prev.Renderer.Version != render.Version(prev.Renderer.Name) {
+		return false
+	}
+	if !source.Unchanged(p.src.fs, prev.Inputs) {
+		return false
+	}
+	chart := prev.Chart
+	if chart != nil {
+		h := ms.Spec.Render
+		if h == nil || h.Helm == nil || h.Helm.Chart == nil {
+			return false
+		}
+		now, err := r.o.Charts.Resolve(ctx, *h.Helm.Chart)
+		if err != nil || now != *chart {
+			return false
+		}
+	}
+	images := make([]v1alpha1.PinnedImage, 0, len(prev.Images))
+	for _, img := range prev.Images {
+		rule, ok := pin.Match(ms.Spec.Images, pin.ParseRef(img.From).Repo)
+		if !ok {
+			return false
+		}
+		now, err := pinner.Resolve(ctx, img.From, rule)
+		if err != nil {
+			return false // the render reports it
+		}
+		images = append(images, now)
+	}
+	return fingerprint(ms.ManifestSync, prev.Renderer, prev.Inputs, chart, images) == prev.Fingerprint
+}
+
+// openDestination opens where the folder goes and returns a reader of its
+// current content.
+func (r *runner) openDestination(ctx context.Context, p *plan) (folderReader, error) {
+	d := p.ms.Spec.Destination
+	p.branch = d.Branch
+	if d.Mode == v1alpha1.ModeBranch {
+		p.branch, p.from = d.ReviewBranch(p.ms.Name), d.Branch
+	}
+	if r.o.OutDir != "" {
+		return destination.Dir{Root: path.Join(r.o.OutDir, d.Branch)}, nil
+	}
+	loc, err := source.ParseLocation(d.Repo, p.ms.Origin.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("spec.destination.repo: %w", err)
+	}
+	repo, err := r.o.Cache.Open(ctx, loc, source.OpenOptions{Create: true})
+	if err != nil {
+		return nil, fmt.Errorf("opening destination: %w", err)
+	}
+	p.dstRepo = repo
+	b, err := destination.Open(repo, p.branch)
+	if err != nil {
+		return nil, err
+	}
+	if !b.Exists() && p.from != "" {
+		// No review branch yet: compare with the branch it would propose to.
+		if b, err = destination.Open(repo, p.from); err != nil {
+			return nil, err
+		}
+	}
+	if b.Exists() {
+		p.tip = b.Tip().String()
+	}
+	return b, nil
+}
+
+// writeDir writes the folder under an output directory instead of git.
+func (p *plan) writeDir(out destination.Dir) Result {
+	d := p.ms.Spec.Destination
+	root := destination.Dir{Root: path.Join(out.Root, d.Branch)}
+	if err := root.WriteFolder(d.Path, p.folder); err != nil {
+		p.err = fmt.Errorf("writing %s: %w", path.Join(root.Root, d.Path), err)
+	}
+	return p.result()
+}
