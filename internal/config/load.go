@@ -244,14 +244,16 @@ func parseDoc(file, dir string, doc *yaml.Node) (any, error) {
 	for _, fe := range d.errs {
 		errs = append(errs, fail(fe.Field, fe.Line, fe.Msg))
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
+	// Validate what did decode too, so one run reports everything, but not
+	// a field already reported as undecodable.
 	obj.Default()
 	for _, fe := range obj.Validate() {
-		errs = append(errs, fail(fe.Field, origin.LineOf(fe.Field), fe.ErrorBody()))
+		if !decodeFailed(d.errs, fe.Field) {
+			errs = append(errs, fail(fe.Field, origin.LineOf(fe.Field), fe.ErrorBody()))
+		}
 	}
 	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].(*Error).Line < errs[j].(*Error).Line })
 		return nil, errors.Join(errs...)
 	}
 	switch o := obj.(type) {
@@ -259,6 +261,15 @@ func parseDoc(file, dir string, doc *yaml.Node) (any, error) {
 		return ManifestSync{ManifestSync: o, Origin: origin}, nil
 	}
 	return nil, nil
+}
+
+func decodeFailed(errs []fieldError, path string) bool {
+	for _, e := range errs {
+		if e.Field == path || strings.HasPrefix(path, e.Field+".") || strings.HasPrefix(path, e.Field+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 func child(m *yaml.Node, key string) *yaml.Node {

@@ -232,4 +232,3 @@ func resolveURL(base, ref string) (string, error) {
 	}
 	return b.ResolveReference(r).String(), nil
 }
-

@@ -316,3 +316,28 @@ func TestOpenLocalDestinationCreatesBareRepository(t *testing.T) {
 	}
 	var _ fs.FS = (*TreeFS)(nil)
 }
+
+func TestCloneOverSSHWithKeyFileAndKnownHosts(t *testing.T) {
+	srv := testenv.NewGitServer(t)
+	srv.CreateRepo(t, "app")
+	ssh := testenv.NewSSHGitServer(t, srv.Root)
+	w := testenv.NewWork(t, srv.URL("app"))
+	want := w.Write(map[string]string{"a": "1\n"}).Commit("one")
+	w.Push("main")
+	ctx := context.Background()
+	auth := Auth{SSHKeyFile: ssh.KeyFile, KnownHosts: []string{ssh.KnownHosts}}
+	repo, err := NewCache(t.TempDir(), WithAuth(auth)).Open(ctx, mustLoc(t, ssh.URL("app")), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := repo.Resolve("main"); err != nil || c.Hash.String() != want {
+		t.Fatalf("Resolve over ssh = %v, %v", c.Hash, err)
+	}
+	// A host whose key is not known is refused.
+	other := t.TempDir() + "/known_hosts"
+	os.WriteFile(other, nil, 0o600)
+	_, err = NewCache(t.TempDir(), WithAuth(Auth{SSHKeyFile: ssh.KeyFile, KnownHosts: []string{other}})).Open(ctx, mustLoc(t, ssh.URL("app")), OpenOptions{})
+	if err == nil || !strings.Contains(err.Error(), "key") {
+		t.Fatalf("unknown host key: %v", err)
+	}
+}

@@ -23,6 +23,7 @@ type GitServer struct {
 	Requests atomic.Int64
 	user     string
 	password string
+	hook     func(*http.Request)
 }
 
 // GitServerOption configures a GitServer.
@@ -43,6 +44,12 @@ type TB interface {
 }
 
 var _ TB = (testing.TB)(nil)
+
+// WithHook calls f before serving each request (to push concurrently in
+// the middle of a client's push, say).
+func WithHook(f func(*http.Request)) GitServerOption {
+	return func(s *GitServer) { s.hook = f }
+}
 
 // NewGitServer starts a git server; it stops when the test ends.
 func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
@@ -65,6 +72,9 @@ func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.Requests.Add(1)
+		if s.hook != nil {
+			s.hook(r)
+		}
 		if s.user != "" {
 			u, p, ok := r.BasicAuth()
 			if !ok || u != s.user || p != s.password {

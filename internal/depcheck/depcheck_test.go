@@ -1,0 +1,55 @@
+// Package depcheck holds the test that keeps Sluice's packages layered:
+// each may import only the packages below it.
+package depcheck
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// layers lists, for each package, the Sluice packages it may import.
+var layers = map[string][]string{
+	"api/v1alpha1":         {},
+	"internal/testenv":     {},
+	"internal/source":      {"api/v1alpha1"},
+	"internal/registry":    {},
+	"internal/config":      {"api/v1alpha1", "internal/source"},
+	"internal/render":      {"api/v1alpha1", "internal/source", "internal/registry"},
+	"internal/pin":         {"api/v1alpha1", "internal/registry"},
+	"internal/destination": {"api/v1alpha1", "internal/source"},
+	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config",
+		"internal/render", "internal/pin", "internal/destination"},
+}
+
+func TestPackagesImportOnlyDownward(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "sluice.dev/sluice/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "sluice.dev/sluice/"
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], mod)
+		allowed, known := layers[pkg]
+		if !known {
+			if strings.HasPrefix(pkg, "internal/") && pkg != "internal/depcheck" {
+				t.Errorf("package %s is not in the layer table: add it", pkg)
+			}
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, mod) {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, mod)
+			ok := false
+			for _, a := range allowed {
+				ok = ok || a == dep
+			}
+			if !ok {
+				t.Errorf("%s imports %s, which is not below it", pkg, dep)
+			}
+		}
+	}
+}
