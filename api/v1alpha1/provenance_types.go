@@ -28,6 +28,9 @@ type Provenance struct {
 	// Inputs lists every path the renderer looked at, with its git object
 	// hash: what decides whether a new source commit needs a new render.
 	Inputs []Input `json:"inputs,omitempty"`
+	// Trees are the git tree hashes of the folders holding the inputs: a
+	// folder whose hash did not change needs no look at its files.
+	Trees []Input `json:"trees,omitempty"`
 	// Chart is the remote chart rendered, if any.
 	Chart *PinnedChart `json:"chart,omitempty"`
 	// Fingerprint is a digest over the sync's settings, the renderer, the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,12 +86,17 @@ func (f *hydrateFlags) options(s Streams, g *globalFlags) (hydrate.Options, erro
 	}
 	reg := registry.New(registry.WithInsecure(f.insecure...))
 	o := hydrate.Options{
-		Cache:    source.NewCache(filepath.Join(dir, "git"), source.WithAuth(source.AuthFromEnv(os.Getenv))),
+		Cache: source.NewCache(filepath.Join(dir, "git"), source.WithAuth(source.AuthFromEnv(os.Getenv)),
+			// New commits to fetch mean renders ahead: warm kustomize up
+			// while the fetch runs.
+			source.WithFetchHook(render.Warm)),
 		Registry: reg,
 		Charts:   &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
 		Force:    f.force,
 		DryRun:   f.dryRun,
 		OutDir:   f.out,
+		StateDir: dir,
+		Log:      slog.Default(),
 		Parallel: f.parallel,
 	}
 	if f.output == "text" && (isTerminal(s.Err) || g.verbose) {

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -112,19 +114,32 @@ func Load(paths ...string) (*Set, error) {
 		}
 		files = append(files, found...)
 	}
+	// Files parse in parallel; results keep the files' order.
+	parts := make([]*Set, len(files))
+	perr := make([]error, len(files))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, f := range files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			data, err := os.ReadFile(f)
+			if err != nil {
+				perr[i] = err
+				return
+			}
+			parts[i], perr[i] = Parse(f, data)
+		}()
+	}
+	wg.Wait()
 	set := &Set{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	for i := range files {
+		if perr[i] != nil {
+			errs = append(errs, perr[i])
 		}
-		part, err := Parse(f, data)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if part != nil {
-			set.ManifestSyncs = append(set.ManifestSyncs, part.ManifestSyncs...)
+		if parts[i] != nil {
+			set.ManifestSyncs = append(set.ManifestSyncs, parts[i].ManifestSyncs...)
 		}
 	}
 	if err := set.validate(); err != nil {

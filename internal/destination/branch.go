@@ -76,6 +76,16 @@ func (b *Branch) find(p string) (object.TreeEntry, bool, error) {
 	return cur, true, nil
 }
 
+// TreeHash returns the git tree hash of a folder, reading only the trees
+// above it; ok is false when the folder is absent.
+func (b *Branch) TreeHash(folder string) (string, bool, error) {
+	e, ok, err := b.find(folder)
+	if err != nil || !ok || e.Mode != filemode.Dir {
+		return "", false, err
+	}
+	return e.Hash.String(), true, nil
+}
+
 // Hashes lists a folder's files with their blob hashes, without reading
 // them; nil when the folder is absent.
 func (b *Branch) Hashes(folder string) (map[string]string, error) {
@@ -190,20 +200,10 @@ func Write(ctx context.Context, repo *source.Repo, branch string, changes []Chan
 				return res, err
 			}
 		}
-		tree := baseTree
-		for _, c := range changes {
-			sub, err := writeFolder(repo, c.Files)
-			if err != nil {
-				return res, fmt.Errorf("writing %s: %w", c.Path, err)
-			}
-			if tree, err = replace(repo, tree, strings.Split(c.Path, "/"), sub); err != nil {
-				return res, fmt.Errorf("writing %s: %w", c.Path, err)
-			}
-		}
-		if tree.IsZero() {
-			if tree, err = repo.WriteTree(nil); err != nil {
-				return res, err
-			}
+		batch := repo.NewBatch()
+		tree, err := applyChanges(batch, baseTree, changes)
+		if err != nil {
+			return res, err
 		}
 		if tree == b.tree && b.Exists() {
 			return res, ErrNoChange
@@ -214,8 +214,11 @@ func Write(ctx context.Context, repo *source.Repo, branch string, changes []Chan
 		if !parent.IsZero() {
 			commit.ParentHashes = []plumbing.Hash{parent}
 		}
-		h, err := repo.WriteCommit(commit)
+		h, err := batch.WriteCommit(commit)
 		if err != nil {
+			return res, err
+		}
+		if err := batch.Flush(); err != nil {
 			return res, err
 		}
 		err = repo.UpdateBranch(ctx, branch, h, b.tip, source.UpdateBranchOptions{})
@@ -247,68 +250,130 @@ func startingPoint(repo *source.Repo, from string) (plumbing.Hash, plumbing.Hash
 	return tip, tree, err
 }
 
-// writeFolder stores a folder's files as a tree and returns its hash.
-func writeFolder(repo *source.Repo, f Folder) (plumbing.Hash, error) {
-	tree := plumbing.ZeroHash
-	for _, name := range f.Names() {
-		blob, err := repo.WriteBlob(f[name])
+// edit is what a write does to one directory of the tree: replace some
+// entries by new subtrees (the zero hash removes them), and descend into
+// others.
+type edit struct {
+	replace  map[string]plumbing.Hash
+	children map[string]*edit
+}
+
+func newEdit() *edit { return &edit{replace: map[string]plumbing.Hash{}, children: map[string]*edit{}} }
+
+// applyChanges replaces the changed folders of base in one pass: every
+// directory on the way is read and written once, however many folders
+// change under it.
+func applyChanges(batch *source.Batch, base plumbing.Hash, changes []Change) (plumbing.Hash, error) {
+	root := newEdit()
+	for _, c := range changes {
+		sub, err := writeFolder(batch, c.Files)
 		if err != nil {
-			return plumbing.ZeroHash, err
+			return plumbing.ZeroHash, fmt.Errorf("writing %s: %w", c.Path, err)
 		}
-		if tree, err = replaceEntry(repo, tree, strings.Split(name, "/"), blob, filemode.Regular); err != nil {
-			return plumbing.ZeroHash, err
+		parts := strings.Split(c.Path, "/")
+		e := root
+		for _, p := range parts[:len(parts)-1] {
+			next, ok := e.children[p]
+			if !ok {
+				next = newEdit()
+				e.children[p] = next
+			}
+			e = next
 		}
+		e.replace[parts[len(parts)-1]] = sub
+	}
+	tree, err := apply(batch, base, root)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if tree.IsZero() {
+		return batch.WriteTree(nil) // git keeps an empty root tree
 	}
 	return tree, nil
 }
 
-// replace puts the tree sub at a path of tree (removing the path when sub
-// is zero) and returns the new tree; the zero hash stands for an empty
+// apply returns tree with the edit done; the zero hash stands for an empty
 // tree, which git does not keep below the root.
-func replace(repo *source.Repo, tree plumbing.Hash, parts []string, sub plumbing.Hash) (plumbing.Hash, error) {
-	return replaceEntry(repo, tree, parts, sub, filemode.Dir)
-}
-
-func replaceEntry(repo *source.Repo, tree plumbing.Hash, parts []string, h plumbing.Hash, mode filemode.FileMode) (plumbing.Hash, error) {
-	var entries []object.TreeEntry
+func apply(batch *source.Batch, tree plumbing.Hash, e *edit) (plumbing.Hash, error) {
+	entries := map[string]object.TreeEntry{}
 	if !tree.IsZero() {
-		es, err := repo.ReadTree(tree)
+		es, err := batch.ReadTree(tree)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
-		entries = append(entries, es...)
-	}
-	name := parts[0]
-	idx := -1
-	for i, e := range entries {
-		if e.Name == name {
-			idx = i
-			break
+		for _, en := range es {
+			entries[en.Name] = en
 		}
 	}
-	newHash, newMode := h, mode
-	if len(parts) > 1 {
-		child := plumbing.ZeroHash
-		if idx >= 0 && entries[idx].Mode == filemode.Dir {
-			child = entries[idx].Hash
+	set := func(name string, h plumbing.Hash) {
+		if h.IsZero() {
+			delete(entries, name)
+		} else {
+			entries[name] = object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h}
 		}
-		var err error
-		if newHash, err = replaceEntry(repo, child, parts[1:], h, mode); err != nil {
+	}
+	for name, h := range e.replace {
+		set(name, h)
+	}
+	for name, child := range e.children {
+		sub := plumbing.ZeroHash
+		if en, ok := entries[name]; ok && en.Mode == filemode.Dir {
+			sub = en.Hash
+		}
+		h, err := apply(batch, sub, child)
+		if err != nil {
 			return plumbing.ZeroHash, err
 		}
-		newMode = filemode.Dir
-	}
-	switch {
-	case newHash.IsZero() && idx >= 0:
-		entries = append(entries[:idx], entries[idx+1:]...)
-	case newHash.IsZero():
-	case idx >= 0:
-		entries[idx] = object.TreeEntry{Name: name, Mode: newMode, Hash: newHash}
-	default:
-		entries = append(entries, object.TreeEntry{Name: name, Mode: newMode, Hash: newHash})
+		set(name, h)
 	}
 	if len(entries) == 0 {
 		return plumbing.ZeroHash, nil
 	}
-	return repo.WriteTree(entries)
+	list := make([]object.TreeEntry, 0, len(entries))
+	for _, en := range entries {
+		list = append(list, en)
+	}
+	return batch.WriteTree(list)
+}
+
+// writeFolder stages a folder's files as a tree, each directory written
+// once, and returns its hash.
+func writeFolder(batch *source.Batch, f Folder) (plumbing.Hash, error) {
+	type dir struct {
+		files map[string]plumbing.Hash
+		dirs  map[string]*dir
+	}
+	newDir := func() *dir { return &dir{files: map[string]plumbing.Hash{}, dirs: map[string]*dir{}} }
+	root := newDir()
+	for name, data := range f {
+		blob, err := batch.WriteBlob(data)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		parts := strings.Split(name, "/")
+		d := root
+		for _, p := range parts[:len(parts)-1] {
+			if d.dirs[p] == nil {
+				d.dirs[p] = newDir()
+			}
+			d = d.dirs[p]
+		}
+		d.files[parts[len(parts)-1]] = blob
+	}
+	var write func(d *dir) (plumbing.Hash, error)
+	write = func(d *dir) (plumbing.Hash, error) {
+		var entries []object.TreeEntry
+		for n, h := range d.files {
+			entries = append(entries, object.TreeEntry{Name: n, Mode: filemode.Regular, Hash: h})
+		}
+		for n, sub := range d.dirs {
+			h, err := write(sub)
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			entries = append(entries, object.TreeEntry{Name: n, Mode: filemode.Dir, Hash: h})
+		}
+		return batch.WriteTree(entries)
+	}
+	return write(root)
 }

@@ -18,6 +18,9 @@ type Dir struct {
 
 func (d Dir) abs(p string) string { return filepath.Join(d.Root, filepath.FromSlash(p)) }
 
+// TreeHash is not known for a directory: ok is always false.
+func (d Dir) TreeHash(string) (string, bool, error) { return "", false, nil }
+
 // Hashes lists a folder's files with their git blob hashes; nil when the
 // folder is absent.
 func (d Dir) Hashes(folder string) (map[string]string, error) {

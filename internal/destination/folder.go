@@ -37,6 +37,12 @@ func (f Folder) Hashes() map[string]string {
 	return out
 }
 
+// TreeHash is the git tree hash the folder has once written.
+func (f Folder) TreeHash() (string, error) {
+	h, err := writeFolder(source.NewMemoryBatch(), f)
+	return h.String(), err
+}
+
 // Digest is a digest over the paths and blob hashes of a folder, leaving
 // out the provenance record: what Provenance.Manifests holds.
 func Digest(hashes map[string]string) string {

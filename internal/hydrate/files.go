@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"sluice.dev/sluice/internal/config"
 )
@@ -19,9 +20,13 @@ func (e *InvalidError) Unwrap() error { return e.Err }
 // runs those named (all when names is empty). When any resource is invalid
 // nothing runs and every problem is returned, as an *InvalidError.
 func RunFiles(ctx context.Context, paths, names []string, o Options) (*Report, error) {
+	start := time.Now()
 	set, err := config.Load(paths...)
 	if err != nil {
 		return nil, &InvalidError{err}
+	}
+	if o.Log != nil {
+		o.Log.Debug("loaded", "syncs", len(set.ManifestSyncs), "elapsed", time.Since(start))
 	}
 	syncs := set.ManifestSyncs
 	if len(names) > 0 {

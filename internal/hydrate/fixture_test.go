@@ -124,6 +124,7 @@ func (f *fixture) options() Options {
 		Cache:    source.NewCache(f.cacheDir),
 		Registry: reg,
 		Charts:   &render.Charts{Registry: reg},
+		StateDir: f.cacheDir,
 	}
 }
 

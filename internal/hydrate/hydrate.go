@@ -3,10 +3,12 @@ package hydrate
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"golang.org/x/sync/errgroup"
@@ -41,6 +43,12 @@ type Options struct {
 	Parallel int
 	// Author signs the commits; the default is Sluice <sluice@sluice.dev>.
 	Author object.Signature
+	// Log receives debug records of the run's phases; the default
+	// discards them.
+	Log *slog.Logger
+	// StateDir keeps what speeds up the next run (decoded provenance
+	// records); empty keeps nothing.
+	StateDir string
 	// Progress, if set, is called once per sync as soon as its result is
 	// known, from any goroutine but never concurrently.
 	Progress func(Result)
@@ -134,10 +142,20 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 	if o.Parallel <= 0 {
 		o.Parallel = runtime.GOMAXPROCS(0)
 	}
-	r := &runner{o: o, results: make([]Result, len(syncs))}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+
+	r := &runner{o: o, results: make([]Result, len(syncs)), branches: map[string]*destination.Branch{},
+		provenance: loadProvenanceCache(o.StateDir)}
+	defer r.provenance.save()
 	plans := make([]*plan, len(syncs))
+	// Checking a sync is mostly waiting (on git and registries); rendering
+	// is CPU. Many checks run at once; renders, only Parallel.
+	r.renders = make(chan struct{}, o.Parallel)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(o.Parallel)
+	g.SetLimit(max(16, 4*o.Parallel))
 	for i, s := range syncs {
 		g.Go(func() error {
 			p := r.plan(gctx, s)
@@ -152,16 +170,21 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	o.Log.Debug("planned", "syncs", len(syncs), "elapsed", time.Since(start))
 	if !o.DryRun {
 		r.write(ctx, plans)
+		o.Log.Debug("written", "elapsed", time.Since(start))
 	}
 	return &Report{Results: r.results}, nil
 }
 
 type runner struct {
-	o       Options
-	mu      sync.Mutex
-	results []Result
+	o          Options
+	mu         sync.Mutex
+	results    []Result
+	branches   map[string]*destination.Branch
+	provenance *provenanceCache
+	renders    chan struct{}
 }
 
 func (r *runner) finish(i int, res Result) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"time"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
@@ -79,41 +80,65 @@ func short(sha string) string {
 // folderReader reads the current content of destination folders: a
 // branch, or a local directory.
 type folderReader interface {
+	TreeHash(folder string) (string, bool, error)
 	Hashes(folder string) (map[string]string, error)
 	ReadFile(p string) ([]byte, bool, error)
 	ReadFolder(folder string) (destination.Folder, error)
 }
 
 func (r *runner) plan(ctx context.Context, ms config.ManifestSync) *plan {
+	start := time.Now()
 	p := &plan{ms: ms, dstPath: ms.Spec.Destination.Path}
 	p.err = r.work(ctx, p)
+	r.o.Log.Debug("sync planned", "sync", ms.Name, "rendered", p.rendered, "changed", p.folder != nil, "elapsed", time.Since(start))
 	return p
 }
 
 func (r *runner) work(ctx context.Context, p *plan) error {
 	ms := p.ms
-	src, err := r.openSource(ctx, ms)
-	if err != nil {
-		return err
+	// The source opens while the destination is read and the registry
+	// asked about the images last pinned: all three mostly wait.
+	type opened struct {
+		src *sourceTree
+		err error
 	}
-	p.src = src
+	srcDone := make(chan opened, 1)
+	go func() {
+		src, err := r.openSource(ctx, ms)
+		srcDone <- opened{src, err}
+	}()
 	current, err := r.openDestination(ctx, p)
+	var cur *currentFolder
+	if err == nil {
+		if cur, err = r.readFolder(current, p.dstPath); err != nil {
+			err = fmt.Errorf("reading destination %s: %w", p.dstPath, err)
+		}
+	}
+	if err == nil && cur.prov != nil && !r.o.Force {
+		r.prefetch(ctx, ms, cur.prov)
+	}
+	o := <-srcDone
+	if o.err != nil {
+		return o.err
+	}
 	if err != nil {
 		return err
 	}
-	hashes, err := current.Hashes(p.dstPath)
-	if err != nil {
-		return fmt.Errorf("reading destination %s: %w", p.dstPath, err)
-	}
-	if data, ok, err := current.ReadFile(path.Join(p.dstPath, v1alpha1.ProvenanceFile)); err == nil && ok {
-		p.prev, _ = parseProvenance(data) // unreadable: render anew
-	}
+	src := o.src
+	p.src = src
+	p.prev = cur.prov
 	pinner := &pin.Pinner{Registry: r.o.Registry, Commit: src.commit}
-	if !r.o.Force && p.prev != nil && r.unchanged(ctx, p, pinner, hashes) {
+	if !r.o.Force && p.prev != nil && r.unchanged(ctx, p, pinner, cur) {
 		p.prov = p.prev
 		return nil
 	}
 
+	select {
+	case r.renders <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-r.renders }()
 	p.rendered = true
 	res, err := render.Render(ctx, src.fs, ms.Spec.Source.Path, render.Options{
 		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.Charts,
@@ -143,6 +168,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		Rules:      ms.Spec.Images,
 		Images:     images,
 		Inputs:     inputs,
+		Trees:      source.Trees(src.fs, inputs),
 		Chart:      res.Chart,
 		Manifests:  destination.Digest(folder.Hashes()),
 	}
@@ -153,8 +179,22 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	}
 	folder[v1alpha1.ProvenanceFile] = data
 	p.prov = prov
-	if maps.Equal(folder.Hashes(), hashes) {
+	tree, err := folder.TreeHash()
+	if err != nil {
+		return err
+	}
+	r.provenance.put("tree:"+tree, prov)
+	if cur.tree != "" && cur.tree == tree {
 		return nil // same bytes: a new commit of unrelated files, or --force
+	}
+	if cur.tree == "" {
+		hashes, err := cur.hashes()
+		if err != nil {
+			return err
+		}
+		if maps.Equal(folder.Hashes(), hashes) {
+			return nil
+		}
 	}
 	p.folder = folder
 	if r.o.DryRun {
@@ -167,19 +207,98 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	return nil
 }
 
+// prefetch starts resolving, in the background, the images a folder was
+// last pinned with, so the answers are in when the check needs them. Only
+// strategies that need no source commit can start this early.
+func (r *runner) prefetch(ctx context.Context, ms config.ManifestSync, prev *v1alpha1.Provenance) {
+	pinner := &pin.Pinner{Registry: r.o.Registry}
+	for _, img := range prev.Images {
+		rule, ok := pin.Match(ms.Spec.Images, pin.ParseRef(img.From).Repo)
+		if ok && rule.Strategy != v1alpha1.StrategySourceCommit {
+			go pinner.Resolve(ctx, img.From, rule)
+		}
+	}
+}
+
+// currentFolder is a destination folder as found.
+type currentFolder struct {
+	tree string // its git tree hash, when known
+	prov *v1alpha1.Provenance
+	// verified says the folder's manifests are known to match prov.
+	verified bool
+	hashes   func() (map[string]string, error)
+}
+
+// readFolder finds a destination folder's provenance record. A folder
+// whose tree hash the cache knows needs no read at all: the hash vouches
+// for every byte in it. Otherwise the record is read and parsed; a folder
+// without one, or with an unreadable one, has no provenance (and renders
+// anew).
+func (r *runner) readFolder(current folderReader, dir string) (*currentFolder, error) {
+	c := &currentFolder{}
+	var hashes map[string]string
+	var herr error
+	loaded := false
+	c.hashes = func() (map[string]string, error) {
+		if !loaded {
+			hashes, herr = current.Hashes(dir)
+			loaded = true
+		}
+		return hashes, herr
+	}
+	tree, ok, err := current.TreeHash(dir)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		c.tree = tree
+		if p := r.provenance.get("tree:" + tree); p != nil {
+			c.prov, c.verified = p, true
+			return c, nil
+		}
+	}
+	hs, err := c.hashes()
+	if err != nil || hs == nil {
+		return c, err
+	}
+	blob, ok := hs[v1alpha1.ProvenanceFile]
+	if !ok {
+		return c, nil
+	}
+	if c.prov = r.provenance.get("blob:" + blob); c.prov == nil {
+		data, ok, err := current.ReadFile(path.Join(dir, v1alpha1.ProvenanceFile))
+		if err != nil || !ok {
+			return c, err
+		}
+		if c.prov, err = parseProvenance(data); err != nil {
+			c.prov = nil
+			return c, nil
+		}
+		r.provenance.put("blob:"+blob, c.prov)
+	}
+	if destination.Digest(hs) == c.prov.Manifests {
+		c.verified = true
+		if c.tree != "" {
+			r.provenance.put("tree:"+c.tree, c.prov)
+		}
+	}
+	return c, nil
+}
+
 // unchanged reports whether the destination folder is what a render would
 // give now, without rendering: it holds the provenance's manifests, every
 // input has its recorded hash, and every image and chart resolves as
 // recorded.
-func (r *runner) unchanged(ctx context.Context, p *plan, pinner *pin.Pinner, hashes map[string]string) bool {
+func (r *runner) unchanged(ctx context.Context, p *plan, pinner *pin.Pinner, cur *currentFolder) bool {
 	prev, ms := p.prev, p.ms
-	if prev.Sync != ms.Name || hashes == nil || destination.Digest(hashes) != prev.Manifests {
+	if prev.Sync != ms.Name || !cur.verified {
 		return false
 	}
 	if prev.Renderer.Version != render.Version(prev.Renderer.Name) {
 		return false
 	}
-	if !source.Unchanged(p.src.fs, prev.Inputs) {
+	sameCommit := p.src.tree != nil && prev.Source.Commit == p.src.commit
+	if !sameCommit && !source.Unchanged(p.src.fs, prev.Inputs, prev.Trees) {
 		return false
 	}
 	chart := prev.Chart
@@ -228,19 +347,35 @@ func (r *runner) openDestination(ctx context.Context, p *plan) (folderReader, er
 		return nil, fmt.Errorf("opening destination: %w", err)
 	}
 	p.dstRepo = repo
-	b, err := destination.Open(repo, p.branch)
+	b, err := r.openBranch(repo, p.branch)
 	if err != nil {
 		return nil, err
 	}
 	if !b.Exists() && p.from != "" {
 		// No review branch yet: compare with the branch it would propose to.
-		if b, err = destination.Open(repo, p.from); err != nil {
+		if b, err = r.openBranch(repo, p.from); err != nil {
 			return nil, err
 		}
 	}
 	if b.Exists() {
 		p.tip = b.Tip().String()
 	}
+	return b, nil
+}
+
+// openBranch reads a branch once per run, however many syncs share it.
+func (r *runner) openBranch(repo *source.Repo, name string) (*destination.Branch, error) {
+	key := repo.Location().Key() + "#" + name
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.branches[key]; ok {
+		return b, nil
+	}
+	b, err := destination.Open(repo, name)
+	if err != nil {
+		return nil, err
+	}
+	r.branches[key] = b
 	return b, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -35,7 +36,7 @@ func (s *sourceTree) provenance(spec v1alpha1.Source, inputs []v1alpha1.Input) v
 		ps.Tree, _ = s.tree.TreeHash(spec.Path)
 	}
 	if s.tree == nil {
-		ps.Dirty = s.head == nil || !source.Unchanged(s.head, inputs)
+		ps.Dirty = s.head == nil || !source.Unchanged(s.head, inputs, nil)
 		if s.commit == "" {
 			ps.Dirty = false // not in git: nothing to differ from
 		}
@@ -56,6 +57,7 @@ func (r *runner) openSource(ctx context.Context, ms config.ManifestSync) (*sourc
 	}
 	st := &sourceTree{loc: loc, ref: ref}
 	if loc.IsLocal() && ref == "" {
+		render.Warm() // a working tree is read anew each run: renders are likely
 		dir, err := source.Dir(loc.Path)
 		if err != nil {
 			return nil, fmt.Errorf("source %s: %w", loc, err)

@@ -30,6 +30,9 @@ type Client struct {
 	backoff  remote.Backoff
 	rt       http.RoundTripper
 
+	pullerOnce sync.Once
+	puller     *remote.Puller
+
 	mu      sync.Mutex
 	digests map[string]*call[string]
 	tags    map[string]*call[[]string]
@@ -80,6 +83,7 @@ func New(opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
+	c.rt = newPingCache(c.rt)
 	return c
 }
 
@@ -117,10 +121,24 @@ func (c *Client) ParseRepository(s string) (name.Repository, error) {
 }
 
 // Options are the remote options for a call: context, credentials,
-// transport and retries.
+// transport and retries, and a shared puller so that the registry's auth
+// handshake happens once per repository, not once per call.
 func (c *Client) Options(ctx context.Context) []remote.Option {
+	c.pullerOnce.Do(func() {
+		p, err := remote.NewPuller(c.baseOptions()...)
+		if err == nil {
+			c.puller = p
+		}
+	})
+	opts := append(c.baseOptions(), remote.WithContext(ctx))
+	if c.puller != nil {
+		opts = append(opts, remote.Reuse(c.puller))
+	}
+	return opts
+}
+
+func (c *Client) baseOptions() []remote.Option {
 	return []remote.Option{
-		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(c.keychain),
 		remote.WithTransport(c.rt),
 		remote.WithRetryBackoff(c.backoff),

@@ -16,7 +16,6 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/repo"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -81,7 +80,7 @@ func (c *Charts) resolve(ctx context.Context, ref v1alpha1.HelmChart) (v1alpha1.
 	if err != nil {
 		return p, chartSource{}, err
 	}
-	cv, err := idx.Get(ref.Name, ref.Version)
+	cv, err := idx.get(ref.Name, ref.Version)
 	if err != nil {
 		return p, chartSource{}, fmt.Errorf("chart %s version %s in %s: %w", ref.Name, ref.Version, ref.Repo, err)
 	}
@@ -166,16 +165,55 @@ func (c *Charts) pullOCI(ctx context.Context, ref string) ([]byte, error) {
 	return nil, fmt.Errorf("%s is not a Helm chart: no layer of type %s", ref, helmChartLayer)
 }
 
-func (c *Charts) index(ctx context.Context, repoURL string) (*repo.IndexFile, error) {
+// chartIndex is the part of a chart repository's index.yaml Sluice reads.
+type chartIndex struct {
+	Entries map[string][]chartVersion `json:"entries"`
+}
+
+type chartVersion struct {
+	Name    string   `json:"name"`
+	Version string   `json:"version"`
+	URLs    []string `json:"urls"`
+	Digest  string   `json:"digest"`
+}
+
+// get finds a chart's version: the exact one, or the highest that a
+// range allows.
+func (idx *chartIndex) get(name, version string) (chartVersion, error) {
+	versions := idx.Entries[name]
+	if len(versions) == 0 {
+		return chartVersion{}, fmt.Errorf("no chart named %s", name)
+	}
+	for _, v := range versions {
+		if v.Version == version || "v"+v.Version == version {
+			return v, nil
+		}
+	}
+	tags := make([]string, len(versions))
+	for i, v := range versions {
+		tags[i] = v.Version
+	}
+	best, err := registry.Highest(tags, version)
+	if err != nil {
+		return chartVersion{}, err
+	}
+	for _, v := range versions {
+		if v.Version == best {
+			return v, nil
+		}
+	}
+	return chartVersion{}, fmt.Errorf("no version %s", version)
+}
+
+func (c *Charts) index(ctx context.Context, repoURL string) (*chartIndex, error) {
 	data, err := c.get(ctx, strings.TrimSuffix(repoURL, "/")+"/index.yaml")
 	if err != nil {
 		return nil, err
 	}
-	idx := repo.NewIndexFile()
+	idx := &chartIndex{}
 	if err := sigsyaml.Unmarshal(data, idx); err != nil {
 		return nil, fmt.Errorf("chart repository %s: index.yaml: %w", repoURL, err)
 	}
-	idx.SortEntries()
 	return idx, nil
 }
 

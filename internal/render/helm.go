@@ -9,11 +9,12 @@ import (
 	"path"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/ignore"
+	"helm.sh/helm/v3/pkg/releaseutil"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -70,8 +71,8 @@ func loadChart(fsys source.FS, dir string) (*chart.Chart, error) {
 // hooks, CRDs when asked, with values merged from the values files (in
 // order) and then the inline values.
 func helmTemplate(ctx context.Context, fsys source.FS, valuesDir string, ch *chart.Chart, s v1alpha1.HelmRender) ([]*yaml.RNode, error) {
-	if err := action.CheckDependencies(ch, ch.Metadata.Dependencies); err != nil {
-		return nil, fmt.Errorf("chart %s: %w (vendor them with `helm dependency build`)", ch.Name(), err)
+	if missing := missingDependencies(ch); len(missing) > 0 {
+		return nil, fmt.Errorf("chart %s: dependencies missing from its charts/ folder: %s (vendor them with `helm dependency build`)", ch.Name(), strings.Join(missing, ", "))
 	}
 	vals := map[string]any{}
 	for _, f := range s.ValuesFiles {
@@ -93,34 +94,84 @@ func helmTemplate(ctx context.Context, fsys source.FS, valuesDir string, ch *cha
 		}
 		vals = mergeValues(vals, m)
 	}
-	client := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	client.DryRun = true
-	client.DryRunOption = "client"
-	client.ClientOnly = true
-	client.Replace = true
-	client.ReleaseName = s.ReleaseName
-	client.Namespace = s.Namespace
-	if client.Namespace == "" {
-		client.Namespace = "default"
-	}
-	client.IncludeCRDs = s.IncludeCRDs
+	caps := chartutil.DefaultCapabilities.Copy()
 	if s.KubeVersion != "" {
 		kv, err := chartutil.ParseKubeVersion(s.KubeVersion)
 		if err != nil {
 			return nil, fmt.Errorf("render.helm.kubeVersion: %w", err)
 		}
-		client.KubeVersion = kv
+		caps.KubeVersion = *kv
 	}
-	rel, err := client.RunWithContext(ctx, ch, vals)
+	namespace := s.Namespace
+	if namespace == "" {
+		namespace = "default"
+	}
+	out, err := template(ch, vals, s.ReleaseName, namespace, caps, s.IncludeCRDs)
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: %w", ch.Name(), err)
 	}
-	var out bytes.Buffer
-	out.WriteString(rel.Manifest)
-	for _, h := range rel.Hooks {
-		fmt.Fprintf(&out, "\n---\n# Source: %s\n%s\n", h.Path, h.Manifest)
+	return ParseObjects("chart "+ch.Name(), out)
+}
+
+// template renders as `helm template` does, in client-only mode: the
+// chart's kubeVersion constraint checked, values validated against the
+// chart's schema, NOTES left out, CRDs first when asked, then manifests
+// in Helm's install order, then hooks.
+func template(ch *chart.Chart, vals map[string]any, release, namespace string, caps *chartutil.Capabilities, includeCRDs bool) ([]byte, error) {
+	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
+		return nil, err
 	}
-	return ParseObjects("chart "+ch.Name(), out.Bytes())
+	if ch.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", ch.Metadata.KubeVersion, caps.KubeVersion.String())
+	}
+	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
+	values, err := chartutil.ToRenderValuesWithSchemaValidation(ch, vals, opts, caps, false)
+	if err != nil {
+		return nil, err
+	}
+	var e engine.Engine
+	files, err := e.Render(ch, values)
+	if err != nil {
+		return nil, err
+	}
+	for name := range files {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			delete(files, name)
+		}
+	}
+	hooks, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if includeCRDs {
+		for _, crd := range ch.CRDObjects() {
+			fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", crd.Filename, crd.File.Data)
+		}
+	}
+	for _, m := range manifests {
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", m.Name, m.Content)
+	}
+	for _, h := range hooks {
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", h.Path, h.Manifest)
+	}
+	return b.Bytes(), nil
+}
+
+// missingDependencies lists the dependencies Chart.yaml declares (and
+// does not disable) that the chart's charts/ folder lacks.
+func missingDependencies(ch *chart.Chart) []string {
+	have := map[string]bool{}
+	for _, d := range ch.Dependencies() {
+		have[d.Name()] = true
+	}
+	var missing []string
+	for _, d := range ch.Metadata.Dependencies {
+		if !have[d.Name] {
+			missing = append(missing, d.Name)
+		}
+	}
+	return missing
 }
 
 // mergeValues merges b into a as Helm merges values files: maps deeply,

@@ -3,10 +3,12 @@ package render
 import (
 	"fmt"
 	"path"
+	"sync"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/openapi"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -59,4 +61,18 @@ func kustomizeDir(fsys source.FS, dir string, s v1alpha1.KustomizeRender, remote
 		return nil, err
 	}
 	return kio.FromBytes(out)
+}
+
+// warmOnce guards Warm.
+var warmOnce sync.Once
+
+// Warm starts, in the background, what the first kustomize build of a
+// process would otherwise pay for in its own time: parsing the built-in
+// Kubernetes OpenAPI schema (tens of milliseconds). A run that may render
+// calls it early, so the parse overlaps the run's waiting on git and
+// registries.
+func Warm() {
+	warmOnce.Do(func() {
+		go openapi.SchemaForResourceType(yaml.TypeMeta{})
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"runtime/debug"
+	"sync"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -128,16 +129,26 @@ func Detect(fsys fs.StatFS, dir string, r *v1alpha1.Render) (string, error) {
 // Version is the version of a renderer's engine: the kustomize API or
 // Helm SDK module Sluice was built with.
 func Version(kind string) string {
-	mod := map[string]string{Kustomize: "sigs.k8s.io/kustomize/api", Helm: "helm.sh/helm/v3"}[kind]
-	if mod == "" {
-		return "v1"
+	switch kind {
+	case Kustomize, Helm:
+		return engineVersions()[kind]
 	}
+	return "v1"
+}
+
+// engineVersions reads the build information once: parsing it is not
+// cheap in a binary of this many modules, and every sync asks.
+var engineVersions = sync.OnceValue(func() map[string]string {
+	out := map[string]string{Kustomize: "unknown", Helm: "unknown"}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
-			if d.Path == mod {
-				return d.Version
+			switch d.Path {
+			case "sigs.k8s.io/kustomize/api":
+				out[Kustomize] = d.Version
+			case "helm.sh/helm/v3":
+				out[Helm] = d.Version
 			}
 		}
 	}
-	return "unknown"
-}
+	return out
+})

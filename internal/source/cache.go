@@ -11,16 +11,20 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // Cache opens repositories: remote ones through clones kept under one
 // directory, fetched at most once per Cache however often they are opened;
 // local ones in place. A Cache is meant to live for one run.
 type Cache struct {
-	dir  string
-	auth Auth
+	dir     string
+	auth    Auth
+	onFetch func()
 
 	mu    sync.Mutex
 	repos map[string]*openCall
@@ -38,6 +42,10 @@ type Option func(*Cache)
 // WithAuth sets the credentials for remotes. The default is none (anonymous
 // https, ssh agent).
 func WithAuth(a Auth) Option { return func(c *Cache) { c.auth = a } }
+
+// WithFetchHook calls f when a clone is about to fetch new commits, the
+// first sign that a run has work ahead (a caller can start warming up).
+func WithFetchHook(f func()) Option { return func(c *Cache) { c.onFetch = f } }
 
 // NewCache returns a Cache keeping clones under dir.
 func NewCache(dir string, opts ...Option) *Cache {
@@ -145,11 +153,13 @@ func (c *Cache) openRemote(ctx context.Context, loc Location) (*Repo, error) {
 		return nil, err
 	}
 	defer unlock()
-	g, err := git.PlainOpen(dir)
+	g, err := openClone(dir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
-		g, err = git.PlainInit(dir, true)
-		if err == nil {
+		if g, err = git.PlainInit(dir, true); err == nil {
 			_, err = g.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{loc.URL}})
+		}
+		if err == nil {
+			g, err = openClone(dir)
 		}
 	}
 	if err != nil {
@@ -158,10 +168,23 @@ func (c *Cache) openRemote(ctx context.Context, loc Location) (*Repo, error) {
 	r := newRepo(loc, g, dir, ".")
 	r.remote = true
 	r.auth = c.auth
+	r.onFetch = c.onFetch
 	if err := r.fetch(ctx); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// openClone opens a clone of the cache. Only this process touches it while
+// it is open (other processes wait on its lock to fetch), so go-git may keep
+// pack files open and trust its listing of them.
+func openClone(dir string) (*git.Repository, error) {
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
+		return nil, git.ErrRepositoryNotExists
+	}
+	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
+		filesystem.Options{MaxOpenDescriptors: 64})
+	return git.Open(st, nil)
 }
 
 func sanitize(s string) string {

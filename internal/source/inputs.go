@@ -161,12 +161,64 @@ func Current(fsys FS, in v1alpha1.Input) string {
 }
 
 // Unchanged reports whether every input has the same hash in fsys as when
-// it was recorded: a render of fsys would read the same bytes.
-func Unchanged(fsys FS, inputs []v1alpha1.Input) bool {
+// it was recorded: a render of fsys would read the same bytes. Where fsys
+// is a git tree and trees records the tree hashes of the inputs' folders,
+// a folder whose hash is unchanged vouches for all its inputs without
+// being read, so a commit elsewhere costs one look-up per folder.
+func Unchanged(fsys FS, inputs, trees []v1alpha1.Input) bool {
+	th, _ := fsys.(interface{ TreeHash(string) (string, error) })
+	recorded := map[string]string{}
+	if th != nil {
+		for _, t := range trees {
+			recorded[t.Path] = t.Hash
+		}
+	}
+	same := map[string]bool{}
 	for _, in := range inputs {
+		if dir := path.Dir(in.Path); th != nil && recorded[dir] != "" {
+			ok, seen := same[dir]
+			if !seen {
+				h, err := th.TreeHash(dir)
+				ok = err == nil && h == recorded[dir]
+				same[dir] = ok
+			}
+			if ok {
+				continue
+			}
+		}
 		if Current(fsys, in) != in.Hash {
 			return false
 		}
 	}
 	return true
+}
+
+// Trees returns the git tree hashes of the folders holding the inputs,
+// for Unchanged; nil when fsys is not a git tree.
+func Trees(fsys FS, inputs []v1alpha1.Input) []v1alpha1.Input {
+	th, ok := fsys.(interface{ TreeHash(string) (string, error) })
+	if !ok {
+		return nil
+	}
+	direct, _ := fsys.(interface{ Direct(string) bool })
+	seen := map[string]bool{}
+	linked := map[string]bool{}
+	for _, in := range inputs {
+		if direct != nil && !direct.Direct(in.Path) {
+			linked[path.Dir(in.Path)] = true
+		}
+	}
+	var out []v1alpha1.Input
+	for _, in := range inputs {
+		dir := path.Dir(in.Path)
+		if seen[dir] || linked[dir] {
+			continue
+		}
+		seen[dir] = true
+		if h, err := th.TreeHash(dir); err == nil {
+			out = append(out, v1alpha1.Input{Path: dir, Hash: h})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
 }

@@ -23,21 +23,27 @@ import (
 // and decoded trees are cached because renders read the same ones again
 // and again.
 type Repo struct {
-	loc    Location
-	root   string // the directory of the repository (its worktree, if any)
-	prefix string // the location's folder inside the repository, "." for its root
-	remote bool
-	auth   Auth
+	loc     Location
+	root    string // the directory of the repository (its worktree, if any)
+	prefix  string // the location's folder inside the repository, "." for its root
+	remote  bool
+	auth    Auth
+	onFetch func()
 
 	mu    sync.Mutex
 	git   *git.Repository
 	head  string // the remote's default branch, for remotes
 	empty bool
 	trees map[plumbing.Hash]*object.Tree
+	// commits caches commit → tree, and resolved refs: a run reads the
+	// same few commits for every sync.
+	commits  map[plumbing.Hash]plumbing.Hash
+	resolved map[string]plumbing.Hash
 }
 
 func newRepo(loc Location, g *git.Repository, root, prefix string) *Repo {
-	return &Repo{loc: loc, git: g, root: root, prefix: prefix, trees: map[plumbing.Hash]*object.Tree{}}
+	return &Repo{loc: loc, git: g, root: root, prefix: prefix, trees: map[plumbing.Hash]*object.Tree{},
+		commits: map[plumbing.Hash]plumbing.Hash{}, resolved: map[string]plumbing.Hash{}}
 }
 
 // Location is where the repository lives.
@@ -104,8 +110,12 @@ func (r *Repo) fetch(ctx context.Context) error {
 	if r.head == "" {
 		r.head = guessHead(want)
 	}
+	clear(r.resolved)
 	if !r.refsDiffer(want) {
 		return nil
+	}
+	if r.onFetch != nil {
+		r.onFetch()
 	}
 	err = remote.FetchContext(ctx, &git.FetchOptions{
 		RemoteURL: url,
@@ -177,18 +187,38 @@ type Commit struct {
 func (r *Repo) Resolve(ref string) (Commit, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	h, err := r.resolve(ref)
-	if err != nil {
-		return Commit{}, err
+	h, ok := r.resolved[ref]
+	if !ok {
+		var err error
+		if h, err = r.resolve(ref); err != nil {
+			return Commit{}, err
+		}
+		r.resolved[ref] = h
 	}
-	c, err := r.git.CommitObject(h)
+	tree, err := r.commitTree(h)
 	if err != nil {
 		return Commit{}, fmt.Errorf("%s: commit %s: %w", r.loc, h, err)
 	}
-	return Commit{Hash: h, Tree: c.TreeHash}, nil
+	return Commit{Hash: h, Tree: tree}, nil
+}
+
+// commitTree returns a commit's tree; the caller holds r.mu.
+func (r *Repo) commitTree(h plumbing.Hash) (plumbing.Hash, error) {
+	if t, ok := r.commits[h]; ok {
+		return t, nil
+	}
+	c, err := r.git.CommitObject(h)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	r.commits[h] = c.TreeHash
+	return c.TreeHash, nil
 }
 
 func (r *Repo) resolve(ref string) (plumbing.Hash, error) {
+	if ref == "HEAD" {
+		ref = ""
+	}
 	if ref == "" {
 		if r.remote {
 			if r.head == "" {
@@ -267,11 +297,7 @@ func (r *Repo) DefaultBranch() string {
 func (r *Repo) CommitTree(h plumbing.Hash) (plumbing.Hash, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c, err := r.git.CommitObject(h)
-	if err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return c.TreeHash, nil
+	return r.commitTree(h)
 }
 
 // tree returns a decoded tree; the caller holds r.mu.
@@ -395,6 +421,7 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 	refName := plumbing.NewBranchReferenceName(name)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	clear(r.resolved)
 	if !r.remote {
 		return r.updateLocal(refName, newHash, old, o)
 	}

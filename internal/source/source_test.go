@@ -193,7 +193,7 @@ func TestTrackerRecordsWhatWasReadAndUnchangedComparesIt(t *testing.T) {
 			m[k] = v
 		}
 		edit(m)
-		return Unchanged(mapFS{m}, inputs)
+		return Unchanged(mapFS{m}, inputs, nil)
 	}
 	if !change(func(m fstest.MapFS) { m["unrelated/z.yaml"] = &fstest.MapFile{Data: []byte("z2")} }) {
 		t.Error("an unread file's change counted")
@@ -339,5 +339,44 @@ func TestCloneOverSSHWithKeyFileAndKnownHosts(t *testing.T) {
 	_, err = NewCache(t.TempDir(), WithAuth(Auth{SSHKeyFile: ssh.KeyFile, KnownHosts: []string{other}})).Open(ctx, mustLoc(t, ssh.URL("app")), OpenOptions{})
 	if err == nil || !strings.Contains(err.Error(), "key") {
 		t.Fatalf("unknown host key: %v", err)
+	}
+}
+
+func TestUnchangedUsesFolderHashesButNotAcrossSymlinks(t *testing.T) {
+	w := testenv.NewWork(t, "")
+	w.Write(map[string]string{"a/k.yaml": "k: 1\n", "shared/t.yaml": "t: 1\n", "b/x.yaml": "x\n"})
+	if err := os.Symlink("../shared/t.yaml", filepath.Join(w.Dir, "a/link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	w.Commit("one")
+	repo, err := NewCache(t.TempDir()).Open(context.Background(), mustLoc(t, w.Dir), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	treeAt := func() *TreeFS {
+		c, err := repo.Resolve("HEAD")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := repo.Tree(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	tr := Track(treeAt())
+	tr.ReadFile("a/k.yaml")
+	tr.ReadFile("a/link.yaml")
+	tr.ReadFile("b/x.yaml")
+	inputs := tr.Inputs()
+	trees := Trees(tr.FS, inputs)
+	if len(trees) != 1 || trees[0].Path != "b" {
+		t.Fatalf("trees = %+v: the folder with a link must not vouch for it", trees)
+	}
+	// The link's target changes; the folder holding the link does not.
+	w.Write(map[string]string{"shared/t.yaml": "t: 2\n"}).Commit("two")
+	repo, _ = NewCache(t.TempDir()).Open(context.Background(), mustLoc(t, w.Dir), OpenOptions{})
+	if Unchanged(treeAt(), inputs, trees) {
+		t.Error("a change behind a symlink went unseen")
 	}
 }

@@ -51,6 +51,20 @@ func (t *TreeFS) TreeHash(name string) (string, error) {
 	return e.Hash.String(), nil
 }
 
+// Direct reports whether a path resolves without following a symbolic
+// link (a link's target can change while the folder holding the link does
+// not).
+func (t *TreeFS) Direct(name string) bool {
+	t.repo.mu.Lock()
+	defer t.repo.mu.Unlock()
+	e, err := t.lookupLocked(name, 0)
+	if err != nil {
+		return true // absent: the folder's hash covers its absence
+	}
+	raw, err := t.lookupLocked(name, 40) // no hop allowed: fails on any link
+	return err == nil && raw.Hash == e.Hash
+}
+
 // lookup resolves a slash-separated path to its tree entry, following
 // symbolic links (at most 40, as Linux does).
 func (t *TreeFS) lookup(name string) (object.TreeEntry, error) {

@@ -1,0 +1,205 @@
+// Command bench measures `sluice hydrate` on a synthetic monorepo (200
+// kustomize overlays over 20 shared bases, and 20 Helm charts) against the
+// baseline that hydros and kargo-render use today: one `kubectl kustomize`
+// process per overlay, run one after the other. Everything runs on this
+// machine in one run: a git server (git-http-backend) and an OCI registry
+// on loopback. Results are printed as a markdown table.
+//
+//	go run ./bench [-overlays 200] [-bases 20] [-charts 20]
+package main
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"sluice.dev/sluice/internal/testenv"
+)
+
+func main() {
+	overlays := flag.Int("overlays", 200, "kustomize overlays")
+	bases := flag.Int("bases", 20, "shared kustomize bases")
+	charts := flag.Int("charts", 20, "Helm charts")
+	keep := flag.Bool("keep", false, "keep the work directory")
+	hold := flag.Bool("hold", false, "after measuring, keep the servers up and print a command that reruns (c), until stdin closes")
+	flag.Parse()
+	tb := newTB()
+	defer tb.cleanup()
+	if *keep {
+		tb.keep = true
+	}
+	holdServers = *hold
+	if err := run(tb, *overlays, *bases, *charts); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		tb.cleanup()
+		os.Exit(1)
+	}
+}
+
+// measurement is one timed process (or sequence of processes).
+type measurement struct {
+	name  string
+	wall  time.Duration
+	cpu   time.Duration
+	maxRS int64 // KiB
+	note  string
+}
+
+var holdServers bool
+
+func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
+	work := tb.TempDir()
+	bin := filepath.Join(work, "sluice")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building sluice: %w", err)
+	}
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		return fmt.Errorf("the baseline needs kubectl: %w", err)
+	}
+
+	reg := testenv.NewRegistry(tb)
+	for i := 0; i < nBases; i++ {
+		reg.Push(tb, fmt.Sprintf("team/svc%02d:latest", i))
+		reg.Push(tb, fmt.Sprintf("team/svc%02d:dev", i))
+	}
+	for i := 0; i < nCharts; i++ {
+		reg.Push(tb, fmt.Sprintf("team/chart%02d:1.0.0", i))
+	}
+	git := testenv.NewGitServer(tb)
+	srcURL := git.CreateRepo(tb, "monorepo")
+	src := testenv.NewWork(tb, srcURL)
+	src.Write(monorepo(reg.Host, nOverlays, nBases, nCharts)).Commit("synthetic monorepo")
+	src.Push("main")
+	dstURL := git.CreateRepo(tb, "deploy")
+	dst2URL := git.CreateRepo(tb, "deploy-warm")
+	syncs := filepath.Join(work, "syncs")
+	syncs2 := filepath.Join(work, "syncs-warm")
+	writeSyncs(syncs, srcURL, dstURL, reg.Host, nOverlays, nCharts)
+	writeSyncs(syncs2, srcURL, dst2URL, reg.Host, nOverlays, nCharts)
+	cache := filepath.Join(work, "cache")
+
+	phase := 0
+	hydrate := func(name, dir string) (measurement, error) {
+		// BENCH_PROFILE=prefix writes a CPU profile of each sluice run.
+		phase++
+		if p := os.Getenv("BENCH_PROFILE"); p != "" {
+			os.Setenv("SLUICE_CPUPROFILE", fmt.Sprintf("%s.%d", p, phase))
+		}
+		m, out, err := timed(name, bin, "hydrate", "-f", dir, "--cache-dir", cache, "-o", "json")
+		if err != nil {
+			return m, fmt.Errorf("%s: %w\n%s", name, err, tail(out))
+		}
+		m.note = summarize(out)
+		return m, nil
+	}
+	var ms []measurement
+	cold, err := hydrate("(a) sluice hydrate, cold cache", syncs)
+	if err != nil {
+		return err
+	}
+	ms = append(ms, cold)
+	warm, err := hydrate("(a) sluice hydrate, warm cache", syncs2)
+	if err != nil {
+		return err
+	}
+	ms = append(ms, warm)
+
+	// (b) the baseline: one kubectl kustomize per overlay, in sequence, on
+	// a checked-out tree (its clone not counted).
+	var base measurement
+	base.name = "(b) kubectl kustomize per overlay, sequential"
+	for i := 0; i < nOverlays; i++ {
+		m, out, err := timed("", kubectl, "kustomize", filepath.Join(src.Dir, "overlays", fmt.Sprintf("o%03d", i)))
+		if err != nil {
+			return fmt.Errorf("kubectl kustomize: %w\n%s", err, tail(out))
+		}
+		base.wall += m.wall
+		base.cpu += m.cpu
+		base.maxRS = max(base.maxRS, m.maxRS)
+	}
+	base.note = fmt.Sprintf("%d overlays only (no helm binary here for the %d charts)", nOverlays, nCharts)
+	ms = append(ms, base)
+
+	noop, err := hydrate("(c) no-op rerun", syncs)
+	if err != nil {
+		return err
+	}
+	ms = append(ms, noop)
+
+	src.Write(map[string]string{"overlays/o007/replicas.yaml": patch("svc07", 9)}).Commit("one overlay")
+	src.Push("main")
+	one, err := hydrate("(d) rerun after one overlay changed", syncs)
+	if err != nil {
+		return err
+	}
+	ms = append(ms, one)
+
+	fmt.Printf("Synthetic monorepo: %d overlays over %d bases, %d charts; %d syncs into one branch. GOMAXPROCS=%d.\n\n",
+		nOverlays, nBases, nCharts, nOverlays+nCharts, runtime.GOMAXPROCS(0))
+	fmt.Println("| run | wall | CPU | peak RSS | vs (a) cold | vs (b) | result |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---|")
+	for _, m := range ms {
+		fmt.Printf("| %s | %s | %s | %d MiB | %.1f%% | %.2fx | %s |\n", m.name, round(m.wall), round(m.cpu), m.maxRS/1024,
+			100*float64(m.wall)/float64(cold.wall), float64(base.wall)/float64(m.wall), m.note)
+	}
+	fmt.Printf("\nTargets: (a) ≥4x faster than (b): cold %.2fx, warm %.2fx; (c) <5%% of (a): %.1f%%; (d) <10%% of (a): %.1f%%; peak RSS <1 GiB: %d MiB.\n",
+		float64(base.wall)/float64(cold.wall), float64(base.wall)/float64(warm.wall),
+		100*float64(noop.wall)/float64(cold.wall), 100*float64(one.wall)/float64(cold.wall), max(cold.maxRS, warm.maxRS)/1024)
+	if holdServers {
+		fmt.Fprintf(os.Stderr, "servers up; rerun (c) with:\n  %s hydrate -f %s --cache-dir %s -o json\nsource clone: %s\nclose stdin to stop\n", bin, syncs, cache, src.Dir)
+		io.Copy(io.Discard, os.Stdin)
+	}
+	return nil
+}
+
+func round(d time.Duration) time.Duration {
+	if d > 10*time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// timed runs a command and measures its wall time, CPU time (user+system)
+// and peak resident set.
+func timed(name, bin string, args ...string) (measurement, string, error) {
+	cmd := exec.Command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	m := measurement{name: name, wall: time.Since(start)}
+	if cmd.ProcessState != nil {
+		m.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			m.maxRS = ru.Maxrss
+		}
+	}
+	return m, out.String(), err
+}
+
+func summarize(jsonOut string) string {
+	counts := map[string]int{}
+	for _, r := range []string{"committed", "unchanged", "failed"} {
+		counts[r] = strings.Count(jsonOut, `"result": "`+r+`"`)
+	}
+	rendered := strings.Count(jsonOut, `"rendered": true`)
+	return fmt.Sprintf("%d committed, %d unchanged, %d rendered", counts["committed"], counts["unchanged"], rendered)
+}
+
+func tail(s string) string {
+	if len(s) > 2000 {
+		return s[len(s)-2000:]
+	}
+	return s
+}

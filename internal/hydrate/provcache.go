@@ -1,0 +1,91 @@
+package hydrate
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/gob"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+// provenanceCache remembers decoded provenance records by the git tree
+// hash of their folder (or, where that is unknown, the blob hash of the
+// record), across runs, in one file. A run that finds
+// nothing to do then reads one file instead of reading and parsing the
+// YAML of every destination folder. The key is the content's hash, so an
+// entry can never be stale.
+type provenanceCache struct {
+	path string
+
+	mu      sync.Mutex
+	entries map[string]*v1alpha1.Provenance
+	used    map[string]bool
+	dirty   bool
+}
+
+// maxProvenanceEntries bounds the file: beyond it, entries this run did
+// not use are dropped.
+const maxProvenanceEntries = 20000
+
+func loadProvenanceCache(dir string) *provenanceCache {
+	c := &provenanceCache{entries: map[string]*v1alpha1.Provenance{}, used: map[string]bool{}}
+	if dir == "" {
+		return c
+	}
+	c.path = filepath.Join(dir, "provenance-v1.gob")
+	if f, err := os.Open(c.path); err == nil {
+		defer f.Close()
+		if gob.NewDecoder(bufio.NewReader(f)).Decode(&c.entries) != nil {
+			c.entries = map[string]*v1alpha1.Provenance{} // a damaged cache is an empty one
+		}
+	}
+	return c
+}
+
+func (c *provenanceCache) get(blob string) *v1alpha1.Provenance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.entries[blob]
+	if ok {
+		c.used[blob] = true
+	}
+	return p
+}
+
+func (c *provenanceCache) put(blob string, p *v1alpha1.Provenance) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries[blob] = p
+	c.used[blob] = true
+	c.dirty = true
+}
+
+// save writes the cache back if it changed, atomically.
+func (c *provenanceCache) save() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.path == "" || !c.dirty {
+		return
+	}
+	if len(c.entries) > maxProvenanceEntries {
+		for k := range c.entries {
+			if !c.used[k] {
+				delete(c.entries, k)
+			}
+		}
+	}
+	var b bytes.Buffer
+	if err := gob.NewEncoder(&b).Encode(c.entries); err != nil {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
+		return
+	}
+	tmp := c.path + ".tmp"
+	if os.WriteFile(tmp, b.Bytes(), 0o644) == nil {
+		os.Rename(tmp, c.path)
+	}
+}
