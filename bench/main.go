@@ -11,8 +11,8 @@ package main
 import (
 	"bytes"
 	"flag"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
