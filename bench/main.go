@@ -145,6 +145,21 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	}
 	ms = append(ms, one)
 
+	// The fixed floor of any run: starting the binary, and the git server
+	// answering one ref advertisement (what a run needs at least per
+	// repository).
+	floor, _, err := timed("(floor) sluice version: process start", bin, "version")
+	if err != nil {
+		return err
+	}
+	floor.note = "no work: the part of every run that is process start"
+	ls, out, err := timed("(floor) git ls-remote of the source", "git", "ls-remote", srcURL)
+	if err != nil {
+		return fmt.Errorf("git ls-remote: %w\n%s", err, out)
+	}
+	ls.note = "one ref advertisement through git-http-backend"
+	ms = append(ms, floor, ls)
+
 	fmt.Printf("Synthetic monorepo: %d overlays over %d bases, %d charts; %d syncs into one branch. GOMAXPROCS=%d.\n\n",
 		nOverlays, nBases, nCharts, nOverlays+nCharts, runtime.GOMAXPROCS(0))
 	fmt.Println("| run | wall | CPU | peak RSS | vs (a) cold | vs (b) | result |")
