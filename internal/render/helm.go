@@ -174,6 +174,35 @@ func missingDependencies(ch *chart.Chart) []string {
 	return missing
 }
 
+// helmOrigins reads each object's template from the "# Source:" comment
+// Helm writes above it ("shop/charts/cache/templates/cm.yaml"), as a path
+// of the source tree for a local chart.
+func helmOrigins(objs []*yaml.RNode, dir string, remote bool) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		c := o.YNode().HeadComment
+		if c == "" && len(o.YNode().Content) > 0 {
+			c = o.YNode().Content[0].HeadComment
+		}
+		src := ""
+		for _, line := range strings.Split(c, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "# Source: "); ok {
+				src = rest
+			}
+		}
+		switch {
+		case src == "":
+			out[i] = dir
+		case remote:
+			out[i] = "chart " + src
+		default:
+			_, rest, _ := strings.Cut(src, "/")
+			out[i] = path.Join(dir, rest)
+		}
+	}
+	return out
+}
+
 // mergeValues merges b into a as Helm merges values files: maps deeply,
 // everything else replaced.
 func mergeValues(a, b map[string]any) map[string]any {

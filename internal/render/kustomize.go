@@ -3,8 +3,10 @@ package render
 import (
 	"fmt"
 	"path"
+	"strings"
 	"sync"
 
+	goyaml "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/kio"
@@ -17,9 +19,9 @@ import (
 
 // kustomizeDir builds the kustomization in dir, as `kubectl kustomize`
 // would (legacy resource order, no plugins but the built-in ones).
-func kustomizeDir(fsys source.FS, dir string, s v1alpha1.KustomizeRender, remoteFiles *[]string) (objs []*yaml.RNode, err error) {
+func kustomizeDir(fsys source.FS, dir string, s v1alpha1.KustomizeRender, remoteFiles *[]string) (objs []*yaml.RNode, origins []string, err error) {
 	if s.EnableHelm {
-		return nil, fmt.Errorf("render.kustomize.enableHelm: kustomize's helmCharts run the helm binary; point the sync at the chart (render.helm) instead")
+		return nil, nil, fmt.Errorf("render.kustomize.enableHelm: kustomize's helmCharts run the helm binary; point the sync at the chart (render.helm) instead")
 	}
 	opts := krusty.MakeDefaultOptions()
 	// kubectl kustomize sorts in legacy order unless the kustomization says
@@ -30,7 +32,7 @@ func kustomizeDir(fsys source.FS, dir string, s v1alpha1.KustomizeRender, remote
 		opts.LoadRestrictions = types.LoadRestrictionsNone
 	}
 	var refused error
-	kfs := kustomizeFS{fsys: fsys, remote: func(kust, url string) (string, error) {
+	kfs := kustomizeFS{fsys: fsys, root: path.Join("/", dir), remote: func(kust, url string) (string, error) {
 		if isRemoteFile(url) {
 			*remoteFiles = append(*remoteFiles, url)
 			return url, nil
@@ -49,18 +51,59 @@ func kustomizeDir(fsys source.FS, dir string, s v1alpha1.KustomizeRender, remote
 			err = fmt.Errorf("kustomize panicked: %v", r)
 		}
 	}()
-	m, err := krusty.MakeKustomizer(opts).Run(kfs, path.Join("/", dir))
+	m, err := krusty.MakeKustomizer(opts).Run(&kfs, path.Join("/", dir))
 	if refused != nil {
-		return nil, refused
+		return nil, nil, refused
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out, err := m.AsYaml()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return kio.FromBytes(out)
+	if objs, err = kio.FromBytes(out); err != nil {
+		return nil, nil, err
+	}
+	return objs, kfs.origins(objs, dir), nil
+}
+
+// originAnnotation is where kustomize records each object's file when the
+// kustomization asks for buildMetadata: [originAnnotations].
+const originAnnotation = "config.kubernetes.io/origin"
+
+// origins reads each object's origin annotation (which kustomizeFS asked
+// for) and removes it again unless the kustomization itself wants it, so
+// the output is what `kubectl kustomize` gives.
+func (k *kustomizeFS) origins(objs []*yaml.RNode, dir string) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = dir
+		a := o.GetAnnotations()[originAnnotation]
+		if a == "" {
+			continue
+		}
+		var origin struct {
+			Path         string `yaml:"path"`
+			ConfiguredIn string `yaml:"configuredIn"`
+		}
+		if goyaml.Unmarshal([]byte(a), &origin) == nil {
+			p := origin.Path
+			if p == "" {
+				p = origin.ConfiguredIn
+			}
+			if p != "" && !strings.Contains(p, "://") {
+				out[i] = path.Join(dir, p)
+			}
+		}
+		if k.injectedOrigin {
+			o.PipeE(yaml.ClearAnnotation(originAnnotation))
+			if len(o.GetAnnotations()) == 0 {
+				o.PipeE(yaml.Lookup("metadata"), yaml.Clear("annotations"))
+			}
+		}
+	}
+	return out
 }
 
 // warmOnce guards Warm.

@@ -19,13 +19,17 @@ import (
 // root, as it does on a real disk.
 type kustomizeFS struct {
 	fsys source.FS
+	// root is the folder being built; its kustomization gets
+	// buildMetadata: [originAnnotations], so every object says its file.
+	root           string
+	injectedOrigin bool
 	// remote maps a remote resource a kustomization names to what
 	// kustomize should load instead: kustomize would clone it with the git
 	// binary, which Sluice does not run.
 	remote func(kustomization, url string) (string, error)
 }
 
-var _ filesys.FileSystem = kustomizeFS{}
+var _ filesys.FileSystem = &kustomizeFS{}
 
 var errReadOnly = errors.New("the source tree is read-only")
 
@@ -38,13 +42,13 @@ func rel(p string) string {
 	return strings.TrimPrefix(p, "/")
 }
 
-func (k kustomizeFS) Create(string) (filesys.File, error) { return nil, errReadOnly }
-func (k kustomizeFS) Mkdir(string) error                  { return errReadOnly }
-func (k kustomizeFS) MkdirAll(string) error               { return errReadOnly }
-func (k kustomizeFS) RemoveAll(string) error              { return errReadOnly }
-func (k kustomizeFS) WriteFile(string, []byte) error      { return errReadOnly }
+func (k *kustomizeFS) Create(string) (filesys.File, error) { return nil, errReadOnly }
+func (k *kustomizeFS) Mkdir(string) error                  { return errReadOnly }
+func (k *kustomizeFS) MkdirAll(string) error               { return errReadOnly }
+func (k *kustomizeFS) RemoveAll(string) error              { return errReadOnly }
+func (k *kustomizeFS) WriteFile(string, []byte) error      { return errReadOnly }
 
-func (k kustomizeFS) Open(p string) (filesys.File, error) {
+func (k *kustomizeFS) Open(p string) (filesys.File, error) {
 	f, err := k.fsys.Open(rel(p))
 	if err != nil {
 		return nil, err
@@ -56,12 +60,12 @@ type readOnlyFile struct{ fs.File }
 
 func (readOnlyFile) Write([]byte) (int, error) { return 0, errReadOnly }
 
-func (k kustomizeFS) IsDir(p string) bool {
+func (k *kustomizeFS) IsDir(p string) bool {
 	info, err := k.fsys.Stat(rel(p))
 	return err == nil && info.IsDir()
 }
 
-func (k kustomizeFS) ReadDir(p string) ([]string, error) {
+func (k *kustomizeFS) ReadDir(p string) ([]string, error) {
 	entries, err := k.fsys.ReadDir(rel(p))
 	if err != nil {
 		return nil, err
@@ -73,7 +77,7 @@ func (k kustomizeFS) ReadDir(p string) ([]string, error) {
 	return names, nil
 }
 
-func (k kustomizeFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
+func (k *kustomizeFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
 	abs := "/" + rel(p)
 	if abs == "/." {
 		abs = "/"
@@ -88,12 +92,12 @@ func (k kustomizeFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) 
 	return filesys.ConfirmedDir(path.Dir(abs)), path.Base(abs), nil
 }
 
-func (k kustomizeFS) Exists(p string) bool {
+func (k *kustomizeFS) Exists(p string) bool {
 	_, err := k.fsys.Stat(rel(p))
 	return err == nil
 }
 
-func (k kustomizeFS) Glob(pattern string) ([]string, error) {
+func (k *kustomizeFS) Glob(pattern string) ([]string, error) {
 	matches, err := fs.Glob(k.fsys, rel(pattern))
 	if err != nil {
 		return nil, err
@@ -104,18 +108,18 @@ func (k kustomizeFS) Glob(pattern string) ([]string, error) {
 	return matches, nil
 }
 
-func (k kustomizeFS) ReadFile(p string) ([]byte, error) {
+func (k *kustomizeFS) ReadFile(p string) ([]byte, error) {
 	data, err := k.fsys.ReadFile(rel(p))
 	if err != nil {
 		return nil, err
 	}
-	if isKustomizationFile(p) && k.remote != nil {
-		return k.rewriteRemote(p, data)
+	if !isKustomizationFile(p) {
+		return data, nil
 	}
-	return data, nil
+	return k.rewrite(p, data)
 }
 
-func (k kustomizeFS) Walk(p string, walkFn filepath.WalkFunc) error {
+func (k *kustomizeFS) Walk(p string, walkFn filepath.WalkFunc) error {
 	return fs.WalkDir(k.fsys, rel(p), func(name string, d fs.DirEntry, err error) error {
 		full := "/" + name
 		if name == "." {
@@ -142,11 +146,12 @@ func isKustomizationFile(p string) bool {
 	return false
 }
 
-// rewriteRemote replaces each remote git resource a kustomization names by
-// what k.remote returns for it (a path inside the tree), so that kustomize
-// never runs the git binary to clone it. Remote files (http URLs of one
-// YAML) are left to kustomize, which downloads them in process.
-func (k kustomizeFS) rewriteRemote(file string, data []byte) ([]byte, error) {
+// rewrite adjusts a kustomization as read. Each remote git resource it
+// names is replaced by what k.remote returns for it (a path inside the
+// tree), so that kustomize never runs the git binary to clone it; remote
+// files (http URLs of one YAML) are left to kustomize, which downloads them
+// in process. The root kustomization asks for origin annotations.
+func (k *kustomizeFS) rewrite(file string, data []byte) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return data, nil // kustomize reports the syntax error in its own words
@@ -154,6 +159,9 @@ func (k kustomizeFS) rewriteRemote(file string, data []byte) ([]byte, error) {
 	m := doc.Content[0]
 	dir := path.Dir(rel(file))
 	changed := false
+	if path.Dir(path.Join("/", rel(file))) == k.root && !k.injectedOrigin {
+		changed = k.askForOrigins(m) || changed
+	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		switch m.Content[i].Value {
 		case "resources", "components", "bases":
@@ -166,6 +174,9 @@ func (k kustomizeFS) rewriteRemote(file string, data []byte) ([]byte, error) {
 				continue
 			}
 			if _, err := k.fsys.Stat(path.Join(dir, r)); err == nil {
+				continue
+			}
+			if k.remote == nil {
 				continue
 			}
 			to, err := k.remote(rel(file), r)
@@ -181,6 +192,30 @@ func (k kustomizeFS) rewriteRemote(file string, data []byte) ([]byte, error) {
 		return data, nil
 	}
 	return yaml.Marshal(&doc)
+}
+
+// askForOrigins adds originAnnotations to a kustomization's buildMetadata
+// unless it is there already.
+func (k *kustomizeFS) askForOrigins(m *yaml.Node) bool {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value != "buildMetadata" {
+			continue
+		}
+		for _, v := range m.Content[i+1].Content {
+			if v.Value == "originAnnotations" {
+				return false // the user wants them in the output too
+			}
+		}
+		m.Content[i+1].Content = append(m.Content[i+1].Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "originAnnotations"})
+		m.Content[i+1].Style = 0
+		k.injectedOrigin = true
+		return true
+	}
+	m.Content = append(m.Content,
+		&yaml.Node{Kind: yaml.ScalarNode, Value: "buildMetadata"},
+		&yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: "originAnnotations"}}})
+	k.injectedOrigin = true
+	return true
 }
 
 // looksRemote tells a remote resource (a git repository, or a file URL)

@@ -16,9 +16,11 @@ import (
 )
 
 // plainDir reads every YAML and JSON file under dir, recursively, in path
-// order, skipping hidden files and folders.
-func plainDir(fsys source.FS, dir string) ([]*yaml.RNode, error) {
+// order, skipping hidden files and folders. Each object's origin is its
+// file and line.
+func plainDir(fsys source.FS, dir string) ([]*yaml.RNode, []string, error) {
 	var objs []*yaml.RNode
+	var origins []string
 	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -45,10 +47,13 @@ func plainDir(fsys source.FS, dir string) ([]*yaml.RNode, error) {
 		if err != nil {
 			return err
 		}
+		for _, n := range nodes {
+			origins = append(origins, fmt.Sprintf("%s:%d", p, n.YNode().Line))
+		}
 		objs = append(objs, nodes...)
 		return nil
 	})
-	return objs, err
+	return objs, origins, err
 }
 
 // ParseObjects parses a multi-document YAML (or a JSON object) into

@@ -37,6 +37,9 @@ type Options struct {
 type Result struct {
 	Renderer v1alpha1.Renderer
 	Objects  []*yaml.RNode
+	// Origins says, for each object, the file (and line, where known) of
+	// the source tree it came from, for error messages.
+	Origins []string
 	// Inputs are the paths read, with their hashes.
 	Inputs []v1alpha1.Input
 	// Chart is the remote chart rendered, if any.
@@ -60,7 +63,7 @@ func Render(ctx context.Context, fsys source.FS, dir string, o Options) (*Result
 		if o.Render != nil && o.Render.Kustomize != nil {
 			s = *o.Render.Kustomize
 		}
-		res.Objects, err = kustomizeDir(tr, dir, s, &res.Remote)
+		res.Objects, res.Origins, err = kustomizeDir(tr, dir, s, &res.Remote)
 	case Helm:
 		s := v1alpha1.HelmRender{ReleaseName: o.ReleaseName}
 		if o.Render != nil && o.Render.Helm != nil {
@@ -82,9 +85,10 @@ func Render(ctx context.Context, fsys source.FS, dir string, o Options) (*Result
 		}
 		if err == nil {
 			res.Objects, err = helmTemplate(ctx, tr, dir, ch, s)
+			res.Origins = helmOrigins(res.Objects, dir, s.Chart != nil)
 		}
 	case Plain:
-		res.Objects, err = plainDir(tr, dir)
+		res.Objects, res.Origins, err = plainDir(tr, dir)
 	}
 	if err != nil {
 		return nil, err

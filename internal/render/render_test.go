@@ -171,3 +171,33 @@ func TestBadInputNamesFileAndDocument(t *testing.T) {
 		})
 	}
 }
+
+func TestRenderRecordsEachObjectsFile(t *testing.T) {
+	res, err := Render(context.Background(), testRepo(t), "overlays/dev", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for i, o := range res.Objects {
+		got[o.GetKind()] = res.Origins[i]
+		if _, ok := o.GetAnnotations()[originAnnotation]; ok {
+			t.Errorf("%s kept the origin annotation Sluice asked for", o.GetKind())
+		}
+	}
+	want := map[string]string{"Deployment": "base/deployment.yaml", "Service": "base/service.yaml", "Namespace": "overlays/dev/namespace.yaml", "ConfigMap": "base/kustomization.yaml"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("origin of %s = %q, want %q", k, got[k], v)
+		}
+	}
+	plain, _ := Render(context.Background(), testRepo(t), "plain", Options{})
+	if plain.Origins[1] != "plain/a.yaml:7" {
+		t.Errorf("plain origins = %v", plain.Origins)
+	}
+	chart, _ := Render(context.Background(), testRepo(t), "chart", Options{ReleaseName: "r"})
+	for i, o := range chart.Objects {
+		if o.GetKind() == "StatefulSet" && chart.Origins[i] != "chart/charts/redis/templates/statefulset.yaml" {
+			t.Errorf("chart origin = %s", chart.Origins[i])
+		}
+	}
+}

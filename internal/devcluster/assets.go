@@ -1,0 +1,90 @@
+package devcluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// AssetsEnv names a directory holding kube-apiserver and etcd, to use
+// instead of building them.
+const AssetsEnv = "SLUICE_KUBE_ASSETS"
+
+// Assets returns the directory holding kube-apiserver and etcd. Unless
+// $SLUICE_KUBE_ASSETS names one, it runs hack/kube/build.sh of the Sluice
+// source tree holding dir (or the working directory), which builds what is
+// missing into bin/ and returns at once when all is there.
+func Assets(ctx context.Context, dir string) (string, error) {
+	if d := os.Getenv(AssetsEnv); d != "" {
+		for _, b := range []string{"kube-apiserver", "etcd"} {
+			if _, err := os.Stat(filepath.Join(d, b)); err != nil {
+				return "", fmt.Errorf("$%s=%s: %w", AssetsEnv, d, err)
+			}
+		}
+		return d, nil
+	}
+	root, err := sourceRoot(dir)
+	if err != nil {
+		return "", err
+	}
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "kube", "build.sh"))
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building the control plane (hack/kube/build.sh): %w\n%s", err, errb.String())
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// sourceRoot finds the Sluice source tree at or above dir.
+func sourceRoot(dir string) (string, error) {
+	if dir == "" {
+		var err error
+		if dir, err = os.Getwd(); err != nil {
+			return "", err
+		}
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "hack", "kube", "build.sh")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no Sluice source tree (hack/kube/build.sh) at or above %s: set $%s to a directory holding kube-apiserver and etcd", dir, AssetsEnv)
+		}
+	}
+}
+
+// crdModules are the projects whose CRDs the cluster installs, at the
+// versions known to download here, and where in each module they are.
+var crdModules = []struct{ module, version, dir string }{
+	{"github.com/fluxcd/kustomize-controller", "v1.9.6", "config/crd/bases"},
+	{"github.com/fluxcd/source-controller", "v1.9.6", "config/crd/bases"},
+	{"github.com/fluxcd/helm-controller", "v1.6.0", "config/crd/bases"},
+	{"github.com/argoproj/argo-cd/v3", "v3.5.7", "manifests/crds"},
+}
+
+// CRDs returns the directories of the Flux (Kustomization, HelmRelease,
+// GitRepository, OCIRepository, Bucket, HelmRepository, HelmChart) and
+// Argo CD (Application, AppProject, ApplicationSet) CRDs, downloading
+// their modules into the module cache when missing.
+func CRDs(ctx context.Context) ([]string, error) {
+	var dirs []string
+	for _, m := range crdModules {
+		cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", m.module+"@"+m.version)
+		cmd.Dir = os.TempDir() // outside any module: nothing is added to a go.sum
+		out, err := cmd.Output()
+		var info struct{ Dir, Error string }
+		json.Unmarshal(out, &info)
+		if err != nil || info.Dir == "" {
+			return nil, fmt.Errorf("downloading %s@%s for its CRDs: %v %s", m.module, m.version, err, info.Error)
+		}
+		dirs = append(dirs, filepath.Join(info.Dir, filepath.FromSlash(m.dir)))
+	}
+	return dirs, nil
+}

@@ -1,0 +1,93 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Options say what to start.
+type Options struct {
+	// Assets is the directory of kube-apiserver and etcd; empty finds (and
+	// if need be builds) them with Assets.
+	Assets string
+	// WithoutCRDs leaves the Flux and Argo CD CRDs out.
+	WithoutCRDs bool
+	// Dir receives the kubeconfig; empty makes a temporary directory.
+	Dir string
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	env *envtest.Environment
+	// Config reaches the API server as a cluster administrator.
+	Config *rest.Config
+	// Kubeconfig is the path of a kubeconfig file for kubectl and sluice.
+	Kubeconfig string
+}
+
+// Start starts a control plane and waits until it serves, with the CRDs
+// installed and established.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	if o.Assets == "" {
+		dir, err := Assets(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		o.Assets = dir
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    o.Assets,
+		ControlPlaneStartTimeout: 90 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
+		ErrorIfCRDPathMissing:    true,
+	}
+	if !o.WithoutCRDs {
+		dirs, err := CRDs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		env.CRDDirectoryPaths = dirs
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		env.Stop()
+		return nil, fmt.Errorf("starting the control plane from %s: %w", o.Assets, err)
+	}
+	c := &Cluster{env: env, Config: cfg}
+	dir := o.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "sluice-cluster-"); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	user, err := env.AddUser(envtest.User{Name: "sluice-admin", Groups: []string{"system:masters"}}, nil)
+	if err == nil {
+		var data []byte
+		if data, err = user.KubeConfig(); err == nil {
+			c.Kubeconfig = filepath.Join(dir, "kubeconfig")
+			err = os.WriteFile(c.Kubeconfig, data, 0o600)
+		}
+	}
+	if err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("writing a kubeconfig: %w", err)
+	}
+	return c, nil
+}
+
+// Stop stops the control plane and removes its data.
+func (c *Cluster) Stop() error { return c.env.Stop() }
+
+// StopAPIServer stops the API server alone (etcd keeps the data), to test
+// what happens when the cluster goes away.
+func (c *Cluster) StopAPIServer() error { return c.env.ControlPlane.APIServer.Stop() }
+
+// StartAPIServer starts a stopped API server again, on the same address.
+func (c *Cluster) StartAPIServer() error { return c.env.ControlPlane.APIServer.Start() }
