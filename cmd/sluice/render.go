@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +10,6 @@ import (
 	"sluice.dev/sluice/internal/pin"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
-	"sluice.dev/sluice/internal/source"
 )
 
 type renderFlags struct {
@@ -41,28 +38,10 @@ func newRenderCmd(s Streams) *cobra.Command {
 	return cmd
 }
 
-// renderLocal renders a directory with the enclosing git worktree as the
-// tree's root (so overlays can reach their bases), or its own root when it
-// is in no repository.
+// renderLocal renders a directory, pinning its images if asked.
 func renderLocal(cmd *cobra.Command, dir string, f *renderFlags) ([]string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	root := findRoot(abs)
-	rel, err := filepath.Rel(root, abs)
-	if err != nil {
-		return nil, err
-	}
-	fsys, err := source.Dir(root)
-	if err != nil {
-		return nil, err
-	}
-	defer fsys.Close()
 	reg := registry.New(registry.WithInsecure(f.insecure...))
-	res, err := render.Render(cmd.Context(), fsys, filepath.ToSlash(rel), render.Options{
-		ReleaseName: filepath.Base(abs), Charts: &render.Charts{Registry: reg},
-	})
+	res, _, err := render.Local(cmd.Context(), dir, render.Options{Charts: &render.Charts{Registry: reg}})
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
 	}
@@ -79,19 +58,6 @@ func renderLocal(cmd *cobra.Command, dir string, f *renderFlags) ([]string, erro
 		}
 	}
 	return out, nil
-}
-
-// findRoot returns the closest directory at or above dir holding .git, or
-// the filesystem root.
-func findRoot(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			return d
-		}
-	}
 }
 
 func writeObjects(w io.Writer, objs []string) error {

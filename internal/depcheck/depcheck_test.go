@@ -11,13 +11,16 @@ import (
 // layers lists, for each package, the Sluice packages it may import.
 var layers = map[string][]string{
 	"api/v1alpha1":         {},
-	"internal/testenv":     {},
+	"internal/testenv":     {"internal/devcluster"},
 	"internal/source":      {"api/v1alpha1"},
 	"internal/registry":    {},
 	"internal/config":      {"api/v1alpha1", "internal/source"},
 	"internal/render":      {"api/v1alpha1", "internal/source", "internal/registry"},
 	"internal/pin":         {"api/v1alpha1", "internal/registry"},
 	"internal/destination": {"api/v1alpha1", "internal/source"},
+	"internal/devcluster":  {},
+	"internal/cluster":     {},
+	"internal/deploy":      {"api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster"},
 	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config",
 		"internal/render", "internal/pin", "internal/destination"},
 }

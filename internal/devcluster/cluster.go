@@ -29,6 +29,7 @@ type Cluster struct {
 	Config *rest.Config
 	// Kubeconfig is the path of a kubeconfig file for kubectl and sluice.
 	Kubeconfig string
+	certDir    string
 }
 
 // Start starts a control plane and waits until it serves, with the CRDs
@@ -47,6 +48,13 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		ControlPlaneStopTimeout:  30 * time.Second,
 		ErrorIfCRDPathMissing:    true,
 	}
+	// A certificate directory of our own survives an API server restart
+	// (envtest replaces a random one, and with it the CA clients trust).
+	certDir, err := os.MkdirTemp("", "sluice-apiserver-")
+	if err != nil {
+		return nil, err
+	}
+	env.ControlPlane.GetAPIServer().CertDir = certDir
 	if !o.WithoutCRDs {
 		dirs, err := CRDs(ctx)
 		if err != nil {
@@ -57,9 +65,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	cfg, err := env.Start()
 	if err != nil {
 		env.Stop()
+		os.RemoveAll(certDir)
 		return nil, fmt.Errorf("starting the control plane from %s: %w", o.Assets, err)
 	}
-	c := &Cluster{env: env, Config: cfg}
+	c := &Cluster{env: env, Config: cfg, certDir: certDir}
 	dir := o.Dir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "sluice-cluster-"); err != nil {
@@ -83,7 +92,11 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 }
 
 // Stop stops the control plane and removes its data.
-func (c *Cluster) Stop() error { return c.env.Stop() }
+func (c *Cluster) Stop() error {
+	err := c.env.Stop()
+	os.RemoveAll(c.certDir)
+	return err
+}
 
 // StopAPIServer stops the API server alone (etcd keeps the data), to test
 // what happens when the cluster goes away.

@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	"github.com/fluxcd/pkg/ssa"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// FieldManager is the server-side apply field manager of every change
+// Sluice makes.
+const FieldManager = "sluice"
+
+// Client applies to one cluster.
+type Client struct {
+	config *rest.Config
+	client client.Client
+	mapper meta.RESTMapper
+	rm     *ssa.ResourceManager
+	// Namespace is the namespace of the kubeconfig context ("default" when
+	// it names none).
+	Namespace string
+}
+
+// ConnectOptions say which cluster to reach, as kubectl's flags do.
+type ConnectOptions struct {
+	// Kubeconfig is a kubeconfig file; empty follows $KUBECONFIG and
+	// ~/.kube/config.
+	Kubeconfig string
+	// Context is a context of the kubeconfig; empty is its current one.
+	Context string
+}
+
+// Connect reaches the cluster a kubeconfig names.
+func Connect(o ConnectOptions) (*Client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil || ns == "" {
+		ns = "default"
+	}
+	c, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.Namespace = ns
+	return c, nil
+}
+
+// New returns a Client for a REST config.
+func New(cfg *rest.Config) (*Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	// Applying a set is many small requests at once: client-go's default
+	// rate limit (5 per second) would make a 60-object apply take seconds.
+	cfg.QPS, cfg.Burst = 200, 400
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+	if err != nil {
+		return nil, reachable(cfg, err)
+	}
+	cl, err := client.New(cfg, client.Options{HTTPClient: hc, Mapper: mapper})
+	if err != nil {
+		return nil, reachable(cfg, err)
+	}
+	rm := ssa.NewResourceManager(cl, nil, ssa.Owner{Field: FieldManager, Group: "sluice.dev"})
+	rm.SetConcurrency(16)
+	return &Client{config: cfg, client: cl, mapper: mapper, rm: rm, Namespace: "default"}, nil
+}
+
+// Host is the API server's address.
+func (c *Client) Host() string { return c.config.Host }
+
+// Kube is the controller-runtime client underneath, for callers that read
+// objects Sluice does not apply.
+func (c *Client) Kube() client.Client { return c.client }
+
+// Mapper maps kinds to resources.
+func (c *Client) Mapper() meta.RESTMapper { return c.mapper }
+
+// reachable turns a connection failure into an error that says which
+// server could not be reached; other errors pass unchanged.
+func reachable(cfg *rest.Config, err error) error {
+	if err == nil || !isUnreachable(err) {
+		return err
+	}
+	return fmt.Errorf("cannot reach the Kubernetes API server at %s (is the cluster running, and is this the right kubeconfig and context?): %w", cfg.Host, err)
+}
+
+func isUnreachable(err error) bool {
+	var ne net.Error
+	var ue *url.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH):
+		return true
+	case errors.As(err, &ne) && ne.Timeout():
+		return true
+	case errors.As(err, &ue):
+		return true
+	}
+	return strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such host")
+}

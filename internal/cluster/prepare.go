@@ -1,0 +1,128 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa/utils"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// plan is a set made ready to apply: each object mapped to its resource,
+// its namespace set, its inventory label added.
+type plan struct {
+	objects []Object
+	origins map[string]string // Ref.key → origin
+	// defs are CRDs, Namespaces and ClusterRoles: applied, and waited on,
+	// first.
+	defs []*unstructured.Unstructured
+	rest []*unstructured.Unstructured
+	// newKinds are kinds the cluster does not know yet that a CRD of the
+	// set defines.
+	newKinds   map[schema.GroupKind]bool
+	groupKinds map[schema.GroupKind]bool
+	namespaces map[string]bool
+}
+
+// prepare checks and completes a set: every object must have a kind the
+// cluster knows (or a CRD of the set defines) and a name; namespaced
+// objects without a namespace get ns; cluster-scoped ones lose any. Every
+// problem of every object is reported together.
+func (c *Client) prepare(objs []Object, ns string, inv *Inventory) (*plan, error) {
+	p := &plan{origins: map[string]string{}, newKinds: map[schema.GroupKind]bool{}, groupKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{}}
+	crdScopes := map[schema.GroupKind]string{}
+	for _, o := range objs {
+		if utils.IsCRD(o.Unstructured) {
+			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+			scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+			crdScopes[schema.GroupKind{Group: group, Kind: kind}] = scope
+		}
+	}
+	var errs []error
+	seen := map[string]string{}
+	for _, in := range objs {
+		o := Object{Unstructured: in.DeepCopy(), Origin: in.Origin}
+		fail := func(format string, args ...any) {
+			msg := fmt.Sprintf(format, args...)
+			errs = append(errs, fmt.Errorf("%s (%s): %s", RefOf(o.Unstructured).Subject(), o.Origin, msg))
+		}
+		gvk := o.GroupVersionKind()
+		if gvk.Kind == "" || gvk.Version == "" {
+			fail("apiVersion and kind are required")
+			continue
+		}
+		if o.GetName() == "" && o.GetGenerateName() == "" {
+			fail("metadata.name is required")
+			continue
+		}
+		namespaced := false
+		mapping, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		switch {
+		case err == nil:
+			namespaced = mapping.Scope.Name() == meta.RESTScopeNameNamespace
+		case meta.IsNoMatchError(err):
+			scope, ok := crdScopes[gvk.GroupKind()]
+			if !ok {
+				fail("the cluster does not know kind %s in %s, and no CustomResourceDefinition in this set defines it", gvk.Kind, gvk.GroupVersion())
+				continue
+			}
+			p.newKinds[gvk.GroupKind()] = true
+			namespaced = scope != "Cluster"
+		default:
+			return nil, reachable(c.config, err)
+		}
+		if namespaced && o.GetNamespace() == "" {
+			o.SetNamespace(ns)
+		}
+		if !namespaced {
+			o.SetNamespace("")
+		}
+		ref := RefOf(o.Unstructured)
+		if prev, dup := seen[ref.key()]; dup {
+			fail("defined twice: also in %s", prev)
+			continue
+		}
+		seen[ref.key()] = o.Origin
+		p.origins[ref.key()] = o.Origin
+		p.groupKinds[gvk.GroupKind()] = true
+		p.namespaces[o.GetNamespace()] = true
+		if inv != nil {
+			labels := o.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[labelPartOf] = inv.ID()
+			o.SetLabels(labels)
+		}
+		p.objects = append(p.objects, o)
+		if utils.IsClusterDefinition(o.Unstructured) {
+			p.defs = append(p.defs, o.Unstructured)
+		} else {
+			p.rest = append(p.rest, o.Unstructured)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return p, nil
+}
+
+// explain adds each object's origin to an error of fluxcd/pkg/ssa, which
+// names objects as Kind/namespace/name.
+func (p *plan) explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, o := range p.objects {
+		ref := RefOf(o.Unstructured)
+		s := ref.Subject()
+		if o.Origin != "" && containsWord(msg, s) {
+			msg = replaceWord(msg, s, s+" ("+o.Origin+")")
+		}
+	}
+	return errors.New(msg)
+}

@@ -1,0 +1,48 @@
+package render
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"sluice.dev/sluice/internal/source"
+)
+
+// Local renders a directory of this machine as it is on disk. The tree's
+// root is the enclosing git worktree (so an overlay reaches its bases), or
+// the filesystem's root outside git. Paths in the result (inputs, origins)
+// are relative to that root; Root says which it is.
+func Local(ctx context.Context, dir string, o Options) (*Result, string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	root := LocalRoot(abs)
+	rel, err := filepath.Rel(root, abs)
+	if err != nil {
+		return nil, "", err
+	}
+	fsys, err := source.Dir(root)
+	if err != nil {
+		return nil, "", err
+	}
+	defer fsys.Close()
+	if o.ReleaseName == "" {
+		o.ReleaseName = filepath.Base(abs)
+	}
+	res, err := Render(ctx, fsys, filepath.ToSlash(rel), o)
+	return res, root, err
+}
+
+// LocalRoot returns the closest directory at or above dir holding .git, or
+// the filesystem root.
+func LocalRoot(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return d
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+
+	"sluice.dev/sluice/internal/devcluster"
+)
+
+// ControlPlane is a real kube-apiserver and etcd, one per test package,
+// started from TestMain and shared by the package's tests (each in its own
+// namespaces).
+type ControlPlane struct {
+	*devcluster.Cluster
+}
+
+var nsCounter atomic.Int64
+
+// StartControlPlane starts a control plane with the Flux and Argo CD CRDs,
+// building its binaries first if this machine has none (about 10 minutes,
+// once).
+func StartControlPlane() (*ControlPlane, error) {
+	c, err := devcluster.Start(context.Background(), devcluster.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &ControlPlane{Cluster: c}, nil
+}
+
+// RunWithControlPlane is a TestMain body: it starts a control plane, runs
+// the tests, stops it, and exits.
+func RunWithControlPlane(m interface{ Run() int }, cp **ControlPlane) {
+	c, err := StartControlPlane()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
+		os.Exit(1)
+	}
+	*cp = c
+	code := m.Run()
+	c.Stop()
+	os.Exit(code)
+}
+
+// Namespace returns a namespace name unique to this test process.
+func Namespace(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid()%10000, nsCounter.Add(1))
+}
