@@ -1,11 +1,15 @@
-// Command bench measures `sluice hydrate` on a synthetic monorepo (200
-// kustomize overlays over 20 shared bases, and 20 Helm charts) against the
-// baseline that hydros and kargo-render use today: one `kubectl kustomize`
-// process per overlay, run one after the other. Everything runs on this
-// machine in one run: a git server (git-http-backend) and an OCI registry
-// on loopback. Results are printed as a markdown table.
+// Command bench measures Sluice against the tools it replaces, each
+// baseline in the same run, and prints markdown tables.
 //
-//	go run ./bench [-overlays 200] [-bases 20] [-charts 20]
+//	go run ./bench hydrate [-overlays 200] [-bases 20] [-charts 20]
+//	go run ./bench apply   [-n 10]
+//
+// hydrate: `sluice hydrate` on a synthetic monorepo (200 kustomize overlays
+// over 20 shared bases, and 20 Helm charts) against the baseline hydros and
+// kargo-render use today: one `kubectl kustomize` process per overlay, one
+// after the other; a git server (git-http-backend) and an OCI registry run
+// on loopback. apply: `sluice apply` of a 60-object kustomization against
+// `kubectl apply --server-side -k`, on a real API server started here.
 package main
 
 import (
@@ -25,6 +29,23 @@ import (
 )
 
 func main() {
+	mode := "hydrate"
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		mode = os.Args[1]
+		os.Args = append(os.Args[:1], os.Args[2:]...)
+	}
+	switch mode {
+	case "hydrate":
+		mainHydrate()
+	case "apply":
+		mainApply()
+	default:
+		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, apply)\n", mode)
+		os.Exit(2)
+	}
+}
+
+func mainHydrate() {
 	overlays := flag.Int("overlays", 200, "kustomize overlays")
 	bases := flag.Int("bases", 20, "shared kustomize bases")
 	charts := flag.Int("charts", 20, "Helm charts")

@@ -50,7 +50,7 @@ apply prunes what PATH no longer has.`,
 			if err != nil {
 				return exit(2, err)
 			}
-			ro := render.Options{Charts: &render.Charts{Registry: registry.New()}}
+			ro := render.Options{Charts: &render.Charts{Registry: registry.New()}, CacheDir: renderCacheDir()}
 			res, err := deploy.Apply(cmd.Context(), c, args[0], ro, cluster.ApplyOptions{
 				Inventory: inv, Prune: f.prune && inv != nil, Wait: f.wait, Timeout: f.timeout,
 				ContinueOnError: f.continueOnError, Force: f.force,

@@ -40,7 +40,7 @@ Exit codes: 0 nothing would change, 1 something would, 2 error.`,
 			if err != nil {
 				return exit(2, err)
 			}
-			ro := render.Options{Charts: &render.Charts{Registry: registry.New()}}
+			ro := render.Options{Charts: &render.Charts{Registry: registry.New()}, CacheDir: renderCacheDir()}
 			res, err := deploy.Diff(cmd.Context(), c, args[0], ro, cluster.DiffOptions{Inventory: inv})
 			if err != nil {
 				return exit(2, err)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 
@@ -30,6 +32,16 @@ func (k *kubeFlags) connect() (*cluster.Client, error) {
 		c.Namespace = k.namespace
 	}
 	return c, nil
+}
+
+// renderCacheDir is where local renders are kept between runs ("" when
+// there is no user cache directory).
+func renderCacheDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "sluice", "render")
 }
 
 // inventory parses --inventory, in the namespace of -n.

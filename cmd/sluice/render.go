@@ -45,14 +45,18 @@ func renderLocal(cmd *cobra.Command, dir string, f *renderFlags) ([]string, erro
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
 	}
+	nodes, err := res.Nodes()
+	if err != nil {
+		return nil, err
+	}
 	if f.pin {
 		p := &pin.Pinner{Registry: reg}
-		if _, err := p.Pin(cmd.Context(), res.Objects, []v1alpha1.ImageRule{{Name: "*", Strategy: v1alpha1.StrategyMutableTag}}); err != nil {
+		if _, err := p.Pin(cmd.Context(), nodes, []v1alpha1.ImageRule{{Name: "*", Strategy: v1alpha1.StrategyMutableTag}}); err != nil {
 			return nil, err
 		}
 	}
-	out := make([]string, len(res.Objects))
-	for i, o := range res.Objects {
+	out := make([]string, len(nodes))
+	for i, o := range nodes {
 		if out[i], err = o.String(); err != nil {
 			return nil, err
 		}

@@ -120,7 +120,9 @@ func (c *Client) Apply(ctx context.Context, objs []Object, o ApplyOptions) (*Res
 			return nil, err
 		}
 		grown = &record{groupKinds: union(rec.groupKinds, p.groupKinds), namespaces: union(rec.namespaces, p.namespaces)}
-		if p.createsNamespace(o.Inventory.Namespace) && !c.namespaceExists(ctx, o.Inventory.Namespace) {
+		if rec.exists && rec.covers(grown) {
+			// The parent already records all the set has: nothing to write.
+		} else if p.createsNamespace(o.Inventory.Namespace) && !c.namespaceExists(ctx, o.Inventory.Namespace) {
 			// The parent lives in a namespace the set creates: it is
 			// written as soon as the namespace is there.
 			deferred = true
@@ -135,25 +137,25 @@ func (c *Client) Apply(ctx context.Context, objs []Object, o ApplyOptions) (*Res
 
 	// When definitions change, check what can be checked of the rest
 	// before touching anything.
-	if len(p.defs) > 0 && !o.ContinueOnError {
-		changed, err := c.defsChange(ctx, p)
-		if err != nil {
+	sameDefs, changedDefs, err := c.unchanged(ctx, p, p.defs)
+	if err != nil {
+		return nil, err
+	}
+	if len(changedDefs) > 0 && !o.ContinueOnError {
+		if err := c.dryRun(ctx, p); err != nil {
 			return nil, err
-		}
-		if changed {
-			if err := c.dryRun(ctx, p); err != nil {
-				return nil, err
-			}
 		}
 	}
 	if len(p.defs) > 0 {
-		entries, err := c.applyStage(ctx, p, p.defs, opts, o.ContinueOnError)
+		entries, err := c.applyStage(ctx, p, sameDefs, changedDefs, opts, o.ContinueOnError)
 		res.Changes = append(res.Changes, entries...)
 		if err != nil {
 			return res, err
 		}
-		if err := c.waitDefinitions(ctx, p, o.Timeout); err != nil {
-			return res, err
+		if (&Result{Changes: entries}).Changed() || len(p.newKinds) > 0 {
+			if err := c.waitDefinitions(ctx, p, o.Timeout); err != nil {
+				return res, err
+			}
 		}
 		if deferred {
 			if err := c.writeInventory(ctx, *o.Inventory, grown); err != nil {
@@ -162,7 +164,11 @@ func (c *Client) Apply(ctx context.Context, objs []Object, o ApplyOptions) (*Res
 		}
 	}
 	if len(p.rest) > 0 {
-		entries, err := c.applyStage(ctx, p, p.rest, opts, o.ContinueOnError)
+		same, changed, err := c.unchanged(ctx, p, p.rest)
+		if err != nil {
+			return res, err
+		}
+		entries, err := c.applyStage(ctx, p, same, changed, opts, o.ContinueOnError)
 		res.Changes = append(res.Changes, entries...)
 		if err != nil {
 			return res, err
@@ -175,12 +181,16 @@ func (c *Client) Apply(ctx context.Context, objs []Object, o ApplyOptions) (*Res
 			if err != nil {
 				return res, err
 			}
-			rec = &record{groupKinds: p.groupKinds, namespaces: p.namespaces}
-		} else {
-			rec = &record{groupKinds: union(rec.groupKinds, p.groupKinds), namespaces: union(rec.namespaces, p.namespaces)}
-		}
-		if err := c.writeInventory(ctx, *o.Inventory, rec); err != nil {
-			return res, err
+			final := &record{groupKinds: p.groupKinds, namespaces: p.namespaces}
+			if !(rec.exists && rec.equals(final)) {
+				if err := c.writeInventory(ctx, *o.Inventory, final); err != nil {
+					return res, err
+				}
+			}
+		} else if deferred || !(rec.exists && rec.covers(grown)) {
+			if err := c.writeInventory(ctx, *o.Inventory, grown); err != nil {
+				return res, err
+			}
 		}
 	}
 	if o.Wait {
@@ -201,18 +211,25 @@ func objectsOf(objs []Object) []*unstructured.Unstructured {
 	return out
 }
 
-// applyStage applies one stage: all of it or nothing (when a dry run
-// fails), or, with continueOnError, each object on its own.
-func (c *Client) applyStage(ctx context.Context, p *plan, stage []*unstructured.Unstructured, opts ssa.ApplyOptions, continueOnError bool) ([]Change, error) {
+// applyStage applies one stage (same, its objects known unchanged, and
+// stage, the others): all of it or nothing (when a dry run fails), or,
+// with continueOnError, each object on its own.
+func (c *Client) applyStage(ctx context.Context, p *plan, same []Ref, stage []*unstructured.Unstructured, opts ssa.ApplyOptions, continueOnError bool) ([]Change, error) {
+	var changes []Change
+	for _, ref := range same {
+		changes = append(changes, Change{Ref: ref, Action: Unchanged, Origin: p.origins[ref.key()]})
+	}
+	if len(stage) == 0 {
+		return changes, nil
+	}
 	if !continueOnError {
 		cs, err := c.rm.ApplyAll(ctx, stage, opts)
-		changes := c.changes(p, cs)
+		changes = append(changes, c.changes(p, cs)...)
 		if err != nil {
 			return changes, p.explain(reachable(c.config, err))
 		}
 		return changes, nil
 	}
-	var changes []Change
 	var errs []error
 	for _, u := range stage {
 		e, err := c.rm.Apply(ctx, u, opts)
@@ -245,21 +262,6 @@ func (c *Client) changes(p *plan, cs *ssa.ChangeSet) []Change {
 		out = append(out, Change{Ref: ref, Action: Action(e.Action), Origin: p.origins[ref.key()]})
 	}
 	return out
-}
-
-// defsChange reports whether applying the set's definitions would change
-// anything.
-func (c *Client) defsChange(ctx context.Context, p *plan) (bool, error) {
-	for _, u := range p.defs {
-		e, _, _, err := c.rm.Diff(ctx, u.DeepCopy(), ssa.DefaultDiffOptions())
-		if err != nil {
-			return true, nil // the apply reports it with its context
-		}
-		if e.Action != ssa.UnchangedAction {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // dryRun dry-runs every object that can be before the set's definitions
@@ -349,7 +351,7 @@ func definitionReady(u *unstructured.Unstructured) bool {
 // first, then the definitions (Namespaces, CRDs) last.
 func (c *Client) prune(ctx context.Context, inv Inventory, rec *record, p *plan) ([]Change, error) {
 	all := &record{groupKinds: union(rec.groupKinds, p.groupKinds), namespaces: union(rec.namespaces, p.namespaces)}
-	members, err := c.members(ctx, inv, all)
+	members, err := c.members(ctx, inv, all, p.listed)
 	if err != nil {
 		return nil, err
 	}

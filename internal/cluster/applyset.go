@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -112,6 +114,24 @@ func (c *Client) readInventory(ctx context.Context, inv Inventory) (*record, err
 	return rec, nil
 }
 
+// covers reports whether r records every group kind and namespace of o.
+func (r *record) covers(o *record) bool {
+	for gk := range o.groupKinds {
+		if !r.groupKinds[gk] {
+			return false
+		}
+	}
+	for ns := range o.namespaces {
+		if !r.namespaces[ns] && ns != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// equals reports whether r and o record the same.
+func (r *record) equals(o *record) bool { return r.covers(o) && o.covers(r) }
+
 // writeInventory records the group kinds and namespaces of the set on the
 // parent, creating it if need be.
 func (c *Client) writeInventory(ctx context.Context, inv Inventory, rec *record) error {
@@ -148,7 +168,8 @@ func (c *Client) writeInventory(ctx context.Context, inv Inventory, rec *record)
 }
 
 // members lists the objects the cluster holds as members of the ApplySet.
-func (c *Client) members(ctx context.Context, inv Inventory, rec *record) ([]*unstructured.Unstructured, error) {
+// listed, if not nil, holds lists already made (by listKey).
+func (c *Client) members(ctx context.Context, inv Inventory, rec *record, listed map[string][]*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	namespaces := []string{inv.Namespace}
 	for ns := range rec.namespaces {
@@ -162,6 +183,9 @@ func (c *Client) members(ctx context.Context, inv Inventory, rec *record) ([]*un
 		gks = append(gks, gk)
 	}
 	sort.Slice(gks, func(i, j int) bool { return gks[i].String() < gks[j].String() })
+	var mu sync.Mutex
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.SetLimit(16)
 	for _, gk := range gks {
 		mapping, err := c.mapper.RESTMapping(gk)
 		if meta.IsNoMatchError(err) {
@@ -171,6 +195,12 @@ func (c *Client) members(ctx context.Context, inv Inventory, rec *record) ([]*un
 			return nil, err
 		}
 		list := func(ns string) error {
+			if items, ok := listed[listKey(gk, ns)]; ok {
+				mu.Lock()
+				out = append(out, items...)
+				mu.Unlock()
+				return nil
+			}
 			l := &unstructured.UnstructuredList{}
 			l.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(mapping.GroupVersionKind.Kind + "List"))
 			opts := []client.ListOption{client.MatchingLabels{labelPartOf: inv.ID()}}
@@ -183,23 +213,25 @@ func (c *Client) members(ctx context.Context, inv Inventory, rec *record) ([]*un
 				}
 				return fmt.Errorf("listing %s of inventory %s: %w", gk, inv, reachable(c.config, err))
 			}
+			mu.Lock()
 			for i := range l.Items {
 				out = append(out, &l.Items[i])
 			}
+			mu.Unlock()
 			return nil
 		}
 		if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-			if err := list(""); err != nil {
-				return nil, err
-			}
+			eg.Go(func() error { return list("") })
 			continue
 		}
 		for _, ns := range namespaces {
-			if err := list(ns); err != nil {
-				return nil, err
-			}
+			eg.Go(func() error { return list(ns) })
 		}
 	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(out, func(i, j int) bool { return RefOf(out[i]).String() < RefOf(out[j]).String() })
 	return out, nil
 }
 

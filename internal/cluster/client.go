@@ -10,6 +10,7 @@ import (
 
 	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,6 +83,17 @@ func New(cfg *rest.Config) (*Client, error) {
 	rm := ssa.NewResourceManager(cl, nil, ssa.Owner{Field: FieldManager, Group: "sluice.dev"})
 	rm.SetConcurrency(16)
 	return &Client{config: cfg, client: cl, mapper: mapper, rm: rm, Namespace: "default"}, nil
+}
+
+// Warm asks the API server, in the background, what a first apply will
+// need to know anyway (the kinds it serves), so a caller that renders
+// meanwhile overlaps the two.
+func (c *Client) Warm() {
+	go func() {
+		for _, gk := range []schema.GroupKind{{Kind: "ConfigMap"}, {Group: "apps", Kind: "Deployment"}} {
+			c.mapper.RESTMapping(gk)
+		}
+	}()
 }
 
 // Host is the API server's address.

@@ -253,7 +253,7 @@ func TestDiffReportsEachKindOfChangeAndMasksSecrets(t *testing.T) {
 		if ch.Ref.Name == "a" && !strings.Contains(ch.Diff, "-  v: \"1\"\n+  v: \"2\"") {
 			t.Errorf("diff of a:\n%s", ch.Diff)
 		}
-		if strings.Contains(ch.Diff, "managedFields") || strings.Contains(ch.Diff, "resourceVersion") {
+		if strings.Contains(ch.Diff, "managedFields") || strings.Contains(ch.Diff, "resourceVersion") || strings.Contains(ch.Diff, annotationApplied) {
 			t.Errorf("noise in the diff of %s:\n%s", ch.Ref, ch.Diff)
 		}
 	}
@@ -333,5 +333,39 @@ func mkNamespace(t *testing.T, c *Client, ns string) {
 	t.Helper()
 	if _, err := c.Apply(context.Background(), objects(t, ns, "apiVersion: v1\nkind: Namespace\nmetadata: {name: %[1]s}\n"), ApplyOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestReapplyRepairsDriftAndRemovesDroppedFields(t *testing.T) {
+	c := newClient(t)
+	ns := testenvNS("drift")
+	mkNamespace(t, c, ns)
+	ctx := context.Background()
+	set := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {keep: \"1\", drop: \"1\"}\n"
+	if _, err := c.Apply(ctx, objects(t, ns, set), ApplyOptions{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	// Someone edits a field Sluice set, with another field manager.
+	live, _ := get(t, c, "v1", "ConfigMap", ns, "a")
+	unstructured.SetNestedField(live.Object, "edited", "data", "keep")
+	if err := c.client.Update(ctx, live, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Apply(ctx, objects(t, ns, set), ApplyOptions{Namespace: ns})
+	if err != nil || actions(res) != "configmap/a configured" {
+		t.Fatalf("reapply after drift: %v\n%s", err, actions(res))
+	}
+	live, _ = get(t, c, "v1", "ConfigMap", ns, "a")
+	if v, _, _ := unstructured.NestedString(live.Object, "data", "keep"); v != "1" {
+		t.Errorf("drift not repaired: keep = %q", v)
+	}
+	// The set stops setting a field: it goes.
+	res, err = c.Apply(ctx, objects(t, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {keep: \"1\"}\n"), ApplyOptions{Namespace: ns})
+	if err != nil || actions(res) != "configmap/a configured" {
+		t.Fatalf("reapply without a field: %v\n%s", err, actions(res))
+	}
+	live, _ = get(t, c, "v1", "ConfigMap", ns, "a")
+	if _, found, _ := unstructured.NestedString(live.Object, "data", "drop"); found {
+		t.Errorf("a field the set dropped survived: %v", live.Object["data"])
 	}
 }

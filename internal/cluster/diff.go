@@ -54,7 +54,7 @@ func (c *Client) Diff(ctx context.Context, objs []Object, o DiffOptions) (*Resul
 			return nil, err
 		}
 		if rec.exists {
-			members, err := c.members(ctx, *o.Inventory, &record{groupKinds: union(rec.groupKinds, p.groupKinds), namespaces: union(rec.namespaces, p.namespaces)})
+			members, err := c.members(ctx, *o.Inventory, &record{groupKinds: union(rec.groupKinds, p.groupKinds), namespaces: union(rec.namespaces, p.namespaces)}, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -120,6 +120,7 @@ func clean(u *unstructured.Unstructured) {
 	}
 	if a := u.GetAnnotations(); a != nil {
 		delete(a, "kubectl.kubernetes.io/last-applied-configuration")
+		delete(a, annotationApplied) // Sluice's own digest: noise in a diff
 		if len(a) == 0 {
 			unstructured.RemoveNestedField(u.Object, "metadata", "annotations")
 		} else {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,8 +14,13 @@ import (
 // plan is a set made ready to apply: each object mapped to its resource,
 // its namespace set, its inventory label added.
 type plan struct {
-	objects []Object
-	origins map[string]string // Ref.key → origin
+	inventory *Inventory
+	objects   []Object
+	// listed keeps the inventory members listed while checking the set,
+	// by group kind and namespace, for the prune to reuse.
+	listedMu sync.Mutex
+	listed   map[string][]*unstructured.Unstructured
+	origins  map[string]string // Ref.key → origin
 	// defs are CRDs, Namespaces and ClusterRoles: applied, and waited on,
 	// first.
 	defs []*unstructured.Unstructured
@@ -31,7 +37,7 @@ type plan struct {
 // objects without a namespace get ns; cluster-scoped ones lose any. Every
 // problem of every object is reported together.
 func (c *Client) prepare(objs []Object, ns string, inv *Inventory) (*plan, error) {
-	p := &plan{origins: map[string]string{}, newKinds: map[schema.GroupKind]bool{}, groupKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{}}
+	p := &plan{inventory: inv, listed: map[string][]*unstructured.Unstructured{}, origins: map[string]string{}, newKinds: map[schema.GroupKind]bool{}, groupKinds: map[schema.GroupKind]bool{}, namespaces: map[string]bool{}}
 	crdScopes := map[schema.GroupKind]string{}
 	for _, o := range objs {
 		if utils.IsCRD(o.Unstructured) {
@@ -97,6 +103,7 @@ func (c *Client) prepare(objs []Object, ns string, inv *Inventory) (*plan, error
 			labels[labelPartOf] = inv.ID()
 			o.SetLabels(labels)
 		}
+		stamp(o.Unstructured)
 		p.objects = append(p.objects, o)
 		if utils.IsClusterDefinition(o.Unstructured) {
 			p.defs = append(p.defs, o.Unstructured)
@@ -108,6 +115,14 @@ func (c *Client) prepare(objs []Object, ns string, inv *Inventory) (*plan, error
 		return nil, errors.Join(errs...)
 	}
 	return p, nil
+}
+
+func listKey(gk schema.GroupKind, ns string) string { return gk.String() + "/" + ns }
+
+func (p *plan) remember(gk schema.GroupKind, ns string, items []*unstructured.Unstructured) {
+	p.listedMu.Lock()
+	defer p.listedMu.Unlock()
+	p.listed[listKey(gk, ns)] = items
 }
 
 // explain adds each object's origin to an error of fluxcd/pkg/ssa, which

@@ -54,12 +54,12 @@ func mustAbs(p string) string {
 
 // Objects converts a render's YAML nodes into cluster objects.
 func Objects(res *render.Result) ([]cluster.Object, error) {
-	out := make([]cluster.Object, 0, len(res.Objects))
-	for i, n := range res.Objects {
-		data, err := n.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
+	raw, err := res.JSONObjects()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cluster.Object, 0, len(raw))
+	for i, data := range raw {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(data); err != nil {
 			return nil, fmt.Errorf("%s: %w", res.Origins[i], err)
@@ -71,6 +71,7 @@ func Objects(res *render.Result) ([]cluster.Object, error) {
 
 // Apply renders dir and applies it.
 func Apply(ctx context.Context, c *cluster.Client, dir string, ro render.Options, ao cluster.ApplyOptions) (*cluster.Result, error) {
+	c.Warm()
 	r, err := Render(ctx, dir, ro)
 	if err != nil {
 		return nil, err
@@ -80,6 +81,7 @@ func Apply(ctx context.Context, c *cluster.Client, dir string, ro render.Options
 
 // Diff renders dir and diffs it against the cluster.
 func Diff(ctx context.Context, c *cluster.Client, dir string, ro render.Options, do cluster.DiffOptions) (*cluster.Result, error) {
+	c.Warm()
 	r, err := Render(ctx, dir, ro)
 	if err != nil {
 		return nil, err

@@ -30,7 +30,17 @@ func Local(ctx context.Context, dir string, o Options) (*Result, string, error) 
 	if o.ReleaseName == "" {
 		o.ReleaseName = filepath.Base(abs)
 	}
+	var key string
+	if o.CacheDir != "" {
+		key = cacheKey(abs, o)
+		if res := fromCache(o.CacheDir, key, fsys); res != nil {
+			return res, root, nil
+		}
+	}
 	res, err := Render(ctx, fsys, filepath.ToSlash(rel), o)
+	if err == nil && o.CacheDir != "" {
+		toCache(o.CacheDir, key, res)
+	}
 	return res, root, err
 }
 

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -31,12 +32,18 @@ type Options struct {
 	ReleaseName string
 	// Charts fetches remote charts; required only for render.helm.chart.
 	Charts *Charts
+	// CacheDir keeps local renders (Local) with the inputs they read, to
+	// skip a render whose inputs did not change; empty keeps none.
+	CacheDir string
 }
 
 // Result is a render's output and what it read.
 type Result struct {
 	Renderer v1alpha1.Renderer
 	Objects  []*yaml.RNode
+	// JSON holds the objects as JSON instead of Objects, for a render that
+	// came from the cache; Nodes gives YAML nodes either way.
+	JSON []json.RawMessage
 	// Origins says, for each object, the file (and line, where known) of
 	// the source tree it came from, for error messages.
 	Origins []string
@@ -95,6 +102,37 @@ func Render(ctx context.Context, fsys source.FS, dir string, o Options) (*Result
 	}
 	res.Inputs = tr.Inputs()
 	return res, nil
+}
+
+// Nodes returns the objects as YAML nodes.
+func (r *Result) Nodes() ([]*yaml.RNode, error) {
+	if r.Objects != nil || r.JSON == nil {
+		return r.Objects, nil
+	}
+	for _, raw := range r.JSON {
+		n, err := yaml.Parse(string(raw))
+		if err != nil {
+			return nil, err
+		}
+		r.Objects = append(r.Objects, n)
+	}
+	return r.Objects, nil
+}
+
+// JSONObjects returns the objects as JSON.
+func (r *Result) JSONObjects() ([]json.RawMessage, error) {
+	if r.JSON != nil {
+		return r.JSON, nil
+	}
+	out := make([]json.RawMessage, 0, len(r.Objects))
+	for _, o := range r.Objects {
+		data, err := o.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, data)
+	}
+	return out, nil
 }
 
 // Detect decides the renderer: the settings when they name exactly one,
