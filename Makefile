@@ -2,7 +2,7 @@
 # etcd, from the Go module proxy, into bin/), then runs every test.
 GO ?= go
 
-.PHONY: all build test bench quickstart clean
+.PHONY: all build test bench quickstart cluster clean
 
 all: build
 
@@ -14,10 +14,14 @@ test:
 	$(GO) test ./...
 
 bench:
-	$(GO) run ./bench
+	$(GO) run ./bench hydrate
+	$(GO) run ./bench apply
 
 quickstart:
 	$(GO) run ./cmd/sluice hydrate -f examples/quickstart
 
 clean:
 	rm -rf bin examples/quickstart/.out
+
+cluster:
+	$(GO) run ./cmd/sluice dev cluster
