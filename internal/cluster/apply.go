@@ -35,6 +35,23 @@ type ApplyOptions struct {
 	ContinueOnError bool `json:"continueOnError"`
 	// Force recreates objects whose change touches an immutable field.
 	Force bool `json:"force"`
+	// TakeOver makes Sluice the sole owner of the fields other deployers
+	// set (server-side appliers such as Flux, kubectl and Helm), so the set
+	// replaces what they applied: a field the set leaves out is removed
+	// rather than kept for its former owner. Controllers' own updates
+	// (replicas set by an autoscaler, say) stay theirs.
+	TakeOver bool `json:"takeOver,omitempty"`
+}
+
+// takeOverManagers are the managers TakeOver moves to Sluice: every
+// server-side applier (the empty prefix matches all), and the client-side
+// updates of kubectl, Helm and Argo CD.
+var takeOverManagers = []ssa.FieldManager{
+	{Name: "", OperationType: metav1.ManagedFieldsOperationApply},
+	{Name: "kubectl", OperationType: metav1.ManagedFieldsOperationUpdate},
+	{Name: "helm", OperationType: metav1.ManagedFieldsOperationUpdate},
+	{Name: "argocd", OperationType: metav1.ManagedFieldsOperationUpdate},
+	{Name: "before-first-apply", OperationType: metav1.ManagedFieldsOperationUpdate},
 }
 
 // Action is what an apply did, or would do, to an object.
@@ -132,6 +149,9 @@ func (c *Client) Apply(ctx context.Context, objs []Object, o ApplyOptions) (*Res
 	}
 	opts := ssa.DefaultApplyOptions()
 	opts.Force = o.Force
+	if o.TakeOver {
+		opts.Cleanup.FieldManagers = takeOverManagers
+	}
 	opts.WaitInterval = 100 * time.Millisecond
 	opts.WaitTimeout = o.Timeout
 
@@ -365,14 +385,22 @@ func (c *Client) prune(ctx context.Context, inv Inventory, rec *record, p *plan)
 			stale = append(stale, m)
 		}
 	}
-	sort.SliceStable(stale, func(i, j int) bool {
-		return !isDefinition(stale[i]) && isDefinition(stale[j])
+	return c.Delete(ctx, stale)
+}
+
+// Delete deletes objects (in the background: dependents follow through
+// the garbage collector), the definitions (Namespaces, CRDs) last so the
+// objects they hold go first. Objects already gone count as deleted.
+func (c *Client) Delete(ctx context.Context, objs []*unstructured.Unstructured) ([]Change, error) {
+	objs = append([]*unstructured.Unstructured(nil), objs...)
+	sort.SliceStable(objs, func(i, j int) bool {
+		return !isDefinition(objs[i]) && isDefinition(objs[j])
 	})
 	var changes []Change
-	for _, u := range stale {
+	for _, u := range objs {
 		err := c.client.Delete(ctx, u, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) {
-			return changes, fmt.Errorf("pruning %s: %w", RefOf(u).Subject(), reachable(c.config, err))
+			return changes, fmt.Errorf("deleting %s: %w", RefOf(u).Subject(), reachable(c.config, err))
 		}
 		changes = append(changes, Change{Ref: RefOf(u), Action: Deleted})
 	}

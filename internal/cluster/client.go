@@ -30,6 +30,8 @@ type Client struct {
 	// Namespace is the namespace of the kubeconfig context ("default" when
 	// it names none).
 	Namespace string
+	// Context is the kubeconfig context used ("" for a bare REST config).
+	Context string
 }
 
 // ConnectOptions say which cluster to reach, as kubectl's flags do.
@@ -59,7 +61,37 @@ func Connect(o ConnectOptions) (*Client, error) {
 		return nil, err
 	}
 	c.Namespace = ns
+	c.Context = o.Context
+	if c.Context == "" {
+		if raw, err := cc.RawConfig(); err == nil {
+			c.Context = raw.CurrentContext
+		}
+	}
 	return c, nil
+}
+
+// localContexts are the prefixes of the context names that local cluster
+// tools (kind, k3d, minikube, Docker Desktop, Rancher Desktop) write.
+var localContexts = []string{"kind-", "k3d-", "minikube", "docker-desktop", "docker-for-desktop", "rancher-desktop", "colima", "orbstack"}
+
+// Local reports whether the cluster looks like one on this machine: a
+// local tool's context name, or an API server on a loopback address.
+func (c *Client) Local() bool {
+	for _, p := range localContexts {
+		if strings.HasPrefix(c.Context, p) {
+			return true
+		}
+	}
+	u, err := url.Parse(c.config.Host)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // New returns a Client for a REST config.

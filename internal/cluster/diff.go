@@ -152,8 +152,12 @@ func maskSecret(u *unstructured.Unstructured) {
 
 // unified diffs two objects' YAML; nil stands for absent.
 func unified(from, to *unstructured.Unstructured, name string) string {
+	return unifiedNamed(from, to, "live/"+name, "merged/"+name)
+}
+
+// unifiedNamed diffs two objects' YAML under the names given.
+func unifiedNamed(from, to *unstructured.Unstructured, fromName, toName string) string {
 	a, b := "", ""
-	fromName, toName := "live/"+name, "merged/"+name
 	if from != nil {
 		data, _ := yaml.Marshal(from.Object)
 		a = string(data)

@@ -117,6 +117,22 @@ func (c *Client) prepare(objs []Object, ns string, inv *Inventory) (*plan, error
 	return p, nil
 }
 
+// Resolve checks a set as Apply would, without applying it, and returns
+// its objects completed: namespaced objects without a namespace get ns (the
+// client's when empty), cluster-scoped ones have none. A caller that must
+// know exactly which objects an apply will touch (a live session saving
+// their prior state) reads the refs from here.
+func (c *Client) Resolve(objs []Object, ns string) ([]Object, error) {
+	if ns == "" {
+		ns = c.Namespace
+	}
+	p, err := c.prepare(objs, ns, nil)
+	if err != nil {
+		return nil, err
+	}
+	return p.objects, nil
+}
+
 func listKey(gk schema.GroupKind, ns string) string { return gk.String() + "/" + ns }
 
 func (p *plan) remember(gk schema.GroupKind, ns string, items []*unstructured.Unstructured) {

@@ -20,6 +20,7 @@ var layers = map[string][]string{
 	"internal/destination": {"api/v1alpha1", "internal/source"},
 	"internal/devcluster":  {},
 	"internal/cluster":     {},
+	"internal/session":     {"api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster", "internal/deploy"},
 	"internal/deploy":      {"api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster"},
 	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config",
 		"internal/render", "internal/pin", "internal/destination"},

@@ -1,0 +1,251 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/internal/cluster"
+)
+
+// GitOps kinds whose objects own workloads.
+var (
+	fluxKustomization = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
+	fluxHelmRelease   = schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease"}
+	argoApplication   = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
+)
+
+// Owner bookkeeping on the owner object itself, so that several sessions
+// suspending one owner resume it only when the last one ends.
+const (
+	annotationSuspendedBy = "sluice.dev/suspended-by"
+	annotationPrior       = "sluice.dev/suspend-prior"
+	// The requests that hand an owner back to its tool.
+	annotationFluxReconcile = "reconcile.fluxcd.io/requestedAt"
+	annotationArgoRefresh   = "argocd.argoproj.io/refresh"
+)
+
+// suspendField is the path of the setting that pauses an owner, and the
+// value that does (nil: the field removed).
+func suspendField(kind string) ([]string, any) {
+	if kind == argoApplication.Kind {
+		return []string{"spec", "syncPolicy", "automated"}, nil
+	}
+	return []string{"spec", "suspend"}, true
+}
+
+// owners finds the GitOps objects that own a live object, from the labels
+// and annotations Flux and Argo CD put on what they apply.
+func (s *Session) owners(ctx context.Context, live *unstructured.Unstructured) ([]cluster.Ref, error) {
+	labels, annotations := live.GetLabels(), live.GetAnnotations()
+	var out []cluster.Ref
+	add := func(gvk schema.GroupVersionKind, ns, name string) {
+		if name != "" {
+			out = append(out, cluster.Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: ns, Name: name})
+		}
+	}
+	add(fluxKustomization, labels["kustomize.toolkit.fluxcd.io/namespace"], labels["kustomize.toolkit.fluxcd.io/name"])
+	add(fluxHelmRelease, labels["helm.toolkit.fluxcd.io/namespace"], labels["helm.toolkit.fluxcd.io/name"])
+	// Argo CD tracks by label (the app name) or by annotation
+	// ("APP:GROUP/KIND:NAMESPACE/NAME"); an app outside Argo CD's own
+	// namespace is written "NAMESPACE_APP".
+	app := labels["argocd.argoproj.io/instance"]
+	if id := annotations["argocd.argoproj.io/tracking-id"]; id != "" {
+		app, _, _ = strings.Cut(id, ":")
+	}
+	if app != "" {
+		ns, name, found := strings.Cut(app, "_")
+		if !found {
+			var err error
+			if ns, err = s.argoNamespace(ctx, app); err != nil {
+				return nil, err
+			}
+			name = app
+		}
+		if ns != "" {
+			add(argoApplication, ns, name)
+		}
+	}
+	// An owner the cluster does not have (its CRD or object is gone)
+	// cannot be suspended, and needs not be.
+	var present []cluster.Ref
+	for _, ref := range out {
+		if _, err := s.getOwner(ctx, ref); err == nil {
+			present = append(present, ref)
+		} else if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			return nil, err
+		}
+	}
+	return present, nil
+}
+
+// argoNamespace finds the namespace of the Argo CD Application named app:
+// the one there is, or the one in "argocd" when several share the name.
+func (s *Session) argoNamespace(ctx context.Context, app string) (string, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(argoApplication.GroupVersion().WithKind("ApplicationList"))
+	if err := s.c.Kube().List(ctx, l); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", err
+	}
+	var namespaces []string
+	for _, a := range l.Items {
+		if a.GetName() == app {
+			namespaces = append(namespaces, a.GetNamespace())
+		}
+	}
+	if len(namespaces) == 1 || len(namespaces) > 1 && !slices.Contains(namespaces, "argocd") {
+		return namespaces[0], nil
+	}
+	if len(namespaces) > 1 {
+		return "argocd", nil
+	}
+	return "", nil
+}
+
+func (s *Session) getOwner(ctx context.Context, ref cluster.Ref) (*unstructured.Unstructured, error) {
+	return getRef(ctx, s.c.Kube(), ref)
+}
+
+func getRef(ctx context.Context, c client.Client, ref cluster.Ref) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: ref.Group, Version: ref.Version, Kind: ref.Kind})
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// priorOf reads what an owner's setting was before any session suspended
+// it: from the owner's bookkeeping when another session holds it, else as
+// it is now.
+func priorOf(u *unstructured.Unstructured) json.RawMessage {
+	if p := u.GetAnnotations()[annotationPrior]; p != "" {
+		return json.RawMessage(p)
+	}
+	path, _ := suspendField(u.GetKind())
+	v, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...)
+	if !found {
+		return json.RawMessage("null")
+	}
+	data, _ := json.Marshal(v)
+	return data
+}
+
+// suspend pauses an owner for the session and adds the session to those
+// holding it.
+func suspend(ctx context.Context, c client.Client, ref cluster.Ref, session string, prior json.RawMessage) error {
+	u, err := getRef(ctx, c, ref)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("suspending %s: %w", ref.Subject(), err)
+	}
+	holders := splitNames(u.GetAnnotations()[annotationSuspendedBy])
+	if !slices.Contains(holders, session) {
+		holders = append(holders, session)
+	}
+	path, value := suspendField(ref.Kind)
+	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		annotationSuspendedBy: strings.Join(holders, ","),
+		annotationPrior:       string(prior),
+	}}}
+	if cur, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...); found != (value != nil) || value != nil && !reflect.DeepEqual(cur, value) {
+		setPath(patch, path, value)
+	}
+	return mergePatch(ctx, c, u, patch, "suspending")
+}
+
+// resume takes the session off an owner's holders; the last one out puts
+// the owner's setting back as it was, and asks its tool to reconcile now.
+func resume(ctx context.Context, c client.Client, o Owner, session string) error {
+	u, err := getRef(ctx, c, o.Ref)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("resuming %s: %w", o.Ref.Subject(), err)
+	}
+	holders := splitNames(u.GetAnnotations()[annotationSuspendedBy])
+	i := slices.Index(holders, session)
+	if i < 0 && len(holders) > 0 {
+		return nil // resumed already, and held by others
+	}
+	if i >= 0 {
+		holders = slices.Delete(holders, i, i+1)
+	}
+	annotations := map[string]any{}
+	patch := map[string]any{"metadata": map[string]any{"annotations": annotations}}
+	if len(holders) > 0 {
+		annotations[annotationSuspendedBy] = strings.Join(holders, ",")
+		return mergePatch(ctx, c, u, patch, "resuming")
+	}
+	prior := o.Prior
+	if p := u.GetAnnotations()[annotationPrior]; p != "" {
+		prior = json.RawMessage(p)
+	}
+	var value any
+	if err := json.Unmarshal(prior, &value); err != nil {
+		return fmt.Errorf("resuming %s: prior setting %s: %w", o.Ref.Subject(), prior, err)
+	}
+	path, _ := suspendField(o.Ref.Kind)
+	if cur, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...); found != (value != nil) || value != nil && !reflect.DeepEqual(cur, value) {
+		setPath(patch, path, value)
+	}
+	annotations[annotationSuspendedBy] = nil
+	annotations[annotationPrior] = nil
+	if o.Ref.Kind == argoApplication.Kind {
+		annotations[annotationArgoRefresh] = "normal"
+	} else {
+		annotations[annotationFluxReconcile] = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	return mergePatch(ctx, c, u, patch, "resuming")
+}
+
+func mergePatch(ctx context.Context, c client.Client, u *unstructured.Unstructured, patch map[string]any, verb string) error {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, data), client.FieldOwner(cluster.FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s %s: %w", verb, cluster.RefOf(u).Subject(), err)
+	}
+	return nil
+}
+
+// setPath sets a nested value in a merge patch.
+func setPath(m map[string]any, path []string, v any) {
+	for _, k := range path[:len(path)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+func splitNames(s string) []string {
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,543 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"sluice.dev/sluice/internal/cluster"
+)
+
+// annotationSession marks the objects a session applied with its name:
+// how another session sees that they are taken.
+const annotationSession = "sluice.dev/session"
+
+// Options configure a session.
+type Options struct {
+	// Name names the session on the cluster: a DNS label.
+	Name string `json:"name"`
+	// Mode is Replace (the default) or Version.
+	Mode Mode `json:"mode,omitempty"`
+	// Namespace is given to namespaced objects that have none; the default
+	// is the client's.
+	Namespace string `json:"namespace,omitempty"`
+	// AllowClusterScoped lets a Version session apply cluster-scoped
+	// objects, which every version shares.
+	AllowClusterScoped bool `json:"allowClusterScoped,omitempty"`
+	// Steal takes objects another session holds instead of refusing.
+	Steal bool `json:"steal,omitempty"`
+	// Handoff makes Stop keep the objects for GitOps to adopt instead of
+	// restoring; it refuses a workload a GitOps tool owns.
+	Handoff bool `json:"handoff,omitempty"`
+	// Path, Repo and Ref describe the source, for the record.
+	Path string `json:"path,omitempty"`
+	Repo string `json:"repo,omitempty"`
+	Ref  string `json:"ref,omitempty"`
+	// Holder is user@host; the default is this process's.
+	Holder string `json:"holder,omitempty"`
+	// LeaseDuration is how long a session without heartbeat stays active;
+	// the default is 15 seconds.
+	LeaseDuration time.Duration `json:"leaseDuration,omitempty"`
+	// RenewInterval is the heartbeat's period, and how soon a stop asked
+	// from elsewhere is seen; the default is 2 seconds.
+	RenewInterval time.Duration `json:"renewInterval,omitempty"`
+}
+
+func (o *Options) defaults(c *cluster.Client) {
+	if o.Mode == "" {
+		o.Mode = Replace
+	}
+	if o.Namespace == "" {
+		o.Namespace = c.Namespace
+	}
+	if o.Holder == "" {
+		o.Holder = DefaultHolder()
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewInterval <= 0 {
+		o.RenewInterval = 2 * time.Second
+	}
+}
+
+// DefaultHolder is user@host of this process.
+func DefaultHolder() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+// ValidateName checks a session name: a DNS label short enough to suffix
+// a namespace name.
+func ValidateName(name string) error {
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+		return fmt.Errorf("session name %q: %s", name, strings.Join(msgs, "; "))
+	}
+	if len(name) > 40 {
+		return fmt.Errorf("session name %q: at most 40 characters", name)
+	}
+	return nil
+}
+
+// Session is a live session, held by this process.
+type Session struct {
+	c        *cluster.Client
+	o        Options
+	identity string
+	store    *store
+	lease    *lease
+
+	mu  sync.Mutex // held by Apply and Stop
+	rec *Record
+
+	summaryMu sync.Mutex
+	summary   map[string]string
+
+	stopOnce sync.Once
+	stopBy   chan string
+	lostOnce sync.Once
+	lost     chan error
+	hbCancel context.CancelFunc
+	hbDone   chan struct{}
+}
+
+// Start registers a new session on the cluster: its Lease (refused when a
+// session of that name exists) and an empty record, and starts its
+// heartbeat. Nothing else is touched until Apply.
+func Start(ctx context.Context, c *cluster.Client, o Options) (*Session, error) {
+	o.defaults(c)
+	if err := ValidateName(o.Name); err != nil {
+		return nil, err
+	}
+	if o.Mode != Replace && o.Mode != Version {
+		return nil, fmt.Errorf("mode %q: must be replace or version", o.Mode)
+	}
+	if err := ensureSystemNamespace(ctx, c); err != nil {
+		return nil, err
+	}
+	s := &Session{
+		c: c, o: o, identity: fmt.Sprintf("%s pid %d", o.Holder, os.Getpid()),
+		store:  &store{c: c.Kube(), name: o.Name},
+		stopBy: make(chan string, 1), lost: make(chan error, 1),
+		rec: &Record{Name: o.Name, Holder: o.Holder, PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Second),
+			Mode: o.Mode, Path: o.Path, Repo: o.Repo, Ref: o.Ref},
+	}
+	s.summary = map[string]string{
+		annotationPath: o.Path, annotationMode: string(o.Mode), annotationState: StateActive,
+		annotationStarted: s.rec.Started.Format(time.RFC3339),
+	}
+	l, err := acquireLease(ctx, c.Kube(), o.Name, s.identity, o.LeaseDuration, s.summary)
+	if err != nil {
+		return nil, err
+	}
+	s.lease = l
+	if err := s.store.write(ctx, s.rec); err != nil {
+		l.release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.hbCancel, s.hbDone = cancel, make(chan struct{})
+	go s.heartbeat(hctx)
+	return s, nil
+}
+
+func ensureSystemNamespace(ctx context.Context, c *cluster.Client) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace, Labels: map[string]string{labelManagedBy: "sluice"}}}
+	if err := c.Kube().Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", SystemNamespace, err)
+	}
+	return nil
+}
+
+func (s *Session) heartbeat(ctx context.Context) {
+	defer close(s.hbDone)
+	t := time.NewTicker(s.o.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		by, err := s.lease.renew(ctx, s.summaryCopy())
+		if errors.Is(err, errLost) {
+			s.lostOnce.Do(func() {
+				s.lost <- fmt.Errorf("session %s was restored by another process (its heartbeat stopped for longer than %s)", s.o.Name, s.o.LeaseDuration)
+			})
+			return
+		}
+		if by != "" {
+			s.stopOnce.Do(func() { s.stopBy <- by })
+		}
+	}
+}
+
+func (s *Session) summaryCopy() map[string]string {
+	s.summaryMu.Lock()
+	defer s.summaryMu.Unlock()
+	out := make(map[string]string, len(s.summary))
+	for k, v := range s.summary {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *Session) setSummary(k, v string) {
+	s.summaryMu.Lock()
+	defer s.summaryMu.Unlock()
+	s.summary[k] = v
+}
+
+// Name is the session's name.
+func (s *Session) Name() string { return s.o.Name }
+
+// StopRequested delivers who asked, from another terminal, that the
+// session stop (`sluice run stop`).
+func (s *Session) StopRequested() <-chan string { return s.stopBy }
+
+// Lost delivers an error if another process took the session over.
+func (s *Session) Lost() <-chan error { return s.lost }
+
+// SetSource records the branch and commit the working tree is on.
+func (s *Session) SetSource(branch, commit string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rec.Branch, s.rec.Commit = branch, commit
+	s.setSummary(annotationBranch, branch)
+}
+
+// Record returns a copy of the session's record.
+func (s *Session) Record() Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, _ := json.Marshal(s.rec)
+	var r Record
+	json.Unmarshal(data, &r)
+	return r
+}
+
+// ConflictError says objects are held by other sessions.
+type ConflictError struct{ Msgs []string }
+
+func (e *ConflictError) Error() string { return strings.Join(e.Msgs, "\n") }
+
+// Apply applies one render of the session's source: the objects it has
+// not touched before are recorded first (created, or their prior state
+// saved, their owners' settings kept and the owners suspended), then the
+// set is applied, and what the previous apply had and this one has not is
+// deleted. An error leaves the record accounting for everything touched.
+func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.ApplyOptions) (*cluster.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	objs, err := s.c.Resolve(objs, s.o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if objs, err = s.place(objs); err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		a := o.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[annotationSession] = s.o.Name
+		o.SetAnnotations(a)
+	}
+	if err := s.account(ctx, objs); err != nil {
+		return nil, err
+	}
+	ao.Namespace = s.o.Namespace
+	ao.Inventory, ao.Prune = nil, false
+	ao.TakeOver = s.o.Mode == Replace
+	res, err := s.c.Apply(ctx, objs, ao)
+	if err != nil {
+		return res, err
+	}
+	deleted, err := s.prune(ctx, objs)
+	res.Changes = append(res.Changes, deleted...)
+	return res, err
+}
+
+// place moves a Version session's objects into its own namespaces
+// (NAMESPACE-SESSION), creating them; cluster-scoped objects other than
+// those namespaces are refused unless allowed.
+func (s *Session) place(objs []cluster.Object) ([]cluster.Object, error) {
+	if s.o.Mode != Version {
+		return objs, nil
+	}
+	suffix := "-" + s.o.Name
+	var errs []error
+	have, want := map[string]bool{}, map[string]bool{}
+	rename := func(ns string) string {
+		n := ns + suffix
+		if len(n) > 63 {
+			errs = append(errs, fmt.Errorf("namespace %s: the version namespace %s is longer than 63 characters: choose a shorter --session name", ns, n))
+		}
+		return n
+	}
+	for _, o := range objs {
+		switch {
+		case o.GetNamespace() != "":
+			o.SetNamespace(rename(o.GetNamespace()))
+			want[o.GetNamespace()] = true
+		case o.GetKind() == "Namespace" && o.GroupVersionKind().Group == "":
+			o.SetName(rename(o.GetName()))
+			have[o.GetName()] = true
+		case !s.o.AllowClusterScoped:
+			errs = append(errs, fmt.Errorf("%s (%s): cluster-scoped, so shared by every version of the workload: --mode version leaves such objects to the existing workload unless --allow-cluster-scoped", cluster.RefOf(o.Unstructured).Subject(), o.Origin))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	namespaces := make([]string, 0, len(want))
+	for ns := range want {
+		if !have[ns] {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	sort.Strings(namespaces)
+	for _, ns := range namespaces {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("Namespace")
+		u.SetName(ns)
+		objs = append(objs, cluster.Object{Unstructured: u, Origin: "the version namespace of session " + s.o.Name})
+	}
+	return objs, nil
+}
+
+// account records the objects the session has not touched before: which
+// it will create, and the prior state of those it will change, with their
+// owners. Objects another live session holds are refused (unless Steal).
+// The record is written, and the owners suspended, before Apply touches
+// anything.
+func (s *Session) account(ctx context.Context, objs []cluster.Object) error {
+	var fresh []cluster.Object
+	for _, o := range objs {
+		if !s.rec.knows(cluster.RefOf(o.Unstructured)) {
+			fresh = append(fresh, o)
+		}
+	}
+	namespaces := map[string]bool{}
+	for _, ns := range s.rec.Namespaces {
+		namespaces[ns] = true
+	}
+	for _, o := range objs {
+		if ns := o.GetNamespace(); ns != "" {
+			namespaces[ns] = true
+		}
+	}
+	changed := len(namespaces) != len(s.rec.Namespaces)
+	if len(fresh) > 0 {
+		lives, err := s.getAll(ctx, fresh)
+		if err != nil {
+			return err
+		}
+		var conflicts []string
+		var newOwners []Owner
+		for i, o := range fresh {
+			ref, live := cluster.RefOf(o.Unstructured), lives[i]
+			if live != nil && live.GetDeletionTimestamp() != nil {
+				return fmt.Errorf("%s (%s) is being deleted: wait until it is gone", ref.Subject(), o.Origin)
+			}
+			if live != nil {
+				if by := live.GetAnnotations()[annotationSession]; by != "" && by != s.o.Name {
+					ok, msg, err := s.take(ctx, by, ref, o.Origin)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						conflicts = append(conflicts, msg)
+					}
+					continue
+				}
+			}
+			if live == nil {
+				s.rec.Created = append(s.rec.Created, ref)
+				continue
+			}
+			data, err := json.Marshal(live.Object)
+			if err != nil {
+				return err
+			}
+			s.rec.Saved = append(s.rec.Saved, Saved{Ref: ref, Object: data})
+			if s.o.Mode != Replace && !s.o.Handoff {
+				continue
+			}
+			owners, err := s.owners(ctx, live)
+			if err != nil {
+				return err
+			}
+			for _, or := range owners {
+				if s.rec.owner(or) || slices.ContainsFunc(newOwners, func(n Owner) bool { return sameObject(n.Ref, or) }) {
+					continue
+				}
+				if s.o.Handoff {
+					return fmt.Errorf("%s is managed by %s: --handoff is for a workload no GitOps tool manages", ref.Subject(), or.Subject())
+				}
+				u, err := s.getOwner(ctx, or)
+				if err != nil {
+					return err
+				}
+				newOwners = append(newOwners, Owner{Ref: or, Prior: priorOf(u)})
+			}
+		}
+		if len(conflicts) > 0 {
+			return &ConflictError{Msgs: conflicts}
+		}
+		s.rec.Owners = append(s.rec.Owners, newOwners...)
+		for ns := range namespaces {
+			if !slices.Contains(s.rec.Namespaces, ns) {
+				s.rec.Namespaces = append(s.rec.Namespaces, ns)
+			}
+		}
+		sort.Strings(s.rec.Namespaces)
+		if err := s.store.write(ctx, s.rec); err != nil {
+			return err
+		}
+		for _, o := range newOwners {
+			if err := suspend(ctx, s.c.Kube(), o.Ref, s.o.Name, o.Prior); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if changed {
+		for ns := range namespaces {
+			if !slices.Contains(s.rec.Namespaces, ns) {
+				s.rec.Namespaces = append(s.rec.Namespaces, ns)
+			}
+		}
+		sort.Strings(s.rec.Namespaces)
+		return s.store.write(ctx, s.rec)
+	}
+	return nil
+}
+
+// take handles an object another session holds: refused while that
+// session is live (or until it is cleaned up), unless Steal, which copies
+// the holder's record of the object so that whichever session ends last
+// still puts it back as it was before either.
+func (s *Session) take(ctx context.Context, holder string, ref cluster.Ref, origin string) (bool, string, error) {
+	info, err := Get(ctx, s.c, holder)
+	state, who := "gone", ""
+	if err == nil {
+		state, who = info.State, " ("+info.Holder+")"
+	}
+	if !s.o.Steal {
+		hint := "use --steal to take it"
+		if state == StateStale {
+			hint = "run `sluice run cleanup` to restore that session, or use --steal"
+		}
+		return false, fmt.Sprintf("%s (%s) is held by session %s%s, %s: %s", ref.Subject(), origin, holder, who, state, hint), nil
+	}
+	other := &store{c: s.c.Kube(), name: holder}
+	rec, err := other.read(ctx)
+	if errors.Is(err, ErrNoRecord) {
+		rec = &Record{}
+	} else if err != nil {
+		return false, "", fmt.Errorf("stealing %s from session %s: %w", ref.Subject(), holder, err)
+	}
+	switch saved := rec.saved(ref); {
+	case saved != nil:
+		s.rec.Saved = append(s.rec.Saved, *saved)
+	case rec.created(ref):
+		s.rec.Created = append(s.rec.Created, ref)
+	default:
+		// The holder's record does not know it (it was cleaned up): the
+		// object as it is stands for its prior state.
+		live, err := getRef(ctx, s.c.Kube(), ref)
+		if err != nil {
+			return false, "", err
+		}
+		data, _ := json.Marshal(live.Object)
+		s.rec.Saved = append(s.rec.Saved, Saved{Ref: ref, Object: data})
+	}
+	for _, o := range rec.Owners {
+		if !s.rec.owner(o.Ref) {
+			s.rec.Owners = append(s.rec.Owners, o)
+			if err := suspend(ctx, s.c.Kube(), o.Ref, s.o.Name, o.Prior); err != nil {
+				return false, "", err
+			}
+		}
+	}
+	return true, "", nil
+}
+
+// getAll reads the live objects (nil where absent), in parallel.
+func (s *Session) getAll(ctx context.Context, objs []cluster.Object) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, len(objs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, o := range objs {
+		g.Go(func() error {
+			live, err := getRef(gctx, s.c.Kube(), cluster.RefOf(o.Unstructured))
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", cluster.RefOf(o.Unstructured).Subject(), err)
+			}
+			out[i] = live
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// prune deletes what the previous apply had and this one has not (unless
+// another session holds it now), and makes this set the inventory.
+func (s *Session) prune(ctx context.Context, objs []cluster.Object) ([]cluster.Change, error) {
+	current := make([]cluster.Ref, 0, len(objs))
+	for _, o := range objs {
+		current = append(current, cluster.RefOf(o.Unstructured))
+	}
+	var stale []*unstructured.Unstructured
+	for _, ref := range s.rec.Applied {
+		if slices.ContainsFunc(current, func(c cluster.Ref) bool { return sameObject(c, ref) }) {
+			continue
+		}
+		live, err := getRef(ctx, s.c.Kube(), ref)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", ref.Subject(), err)
+		}
+		if by := live.GetAnnotations()[annotationSession]; by != "" && by != s.o.Name {
+			continue
+		}
+		stale = append(stale, live)
+	}
+	s.rec.Applied = current
+	if len(stale) == 0 {
+		return nil, nil
+	}
+	// The inventory changes with what is deleted: kept with the record so a
+	// restorer knows the session's last set.
+	if err := s.store.write(ctx, s.rec); err != nil {
+		return nil, err
+	}
+	return s.c.Delete(ctx, stale)
+}
