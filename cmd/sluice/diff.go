@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -14,23 +15,41 @@ import (
 type diffFlags struct {
 	kube      kubeFlags
 	inventory string
+	against   string
 	output    string
 }
 
 func newDiffCmd(s Streams) *cobra.Command {
 	f := &diffFlags{}
 	cmd := &cobra.Command{
-		Use:   "diff PATH",
-		Short: "Show what `sluice apply PATH` would change, from a server-side dry run",
+		Use:   "diff PATH | diff --namespace A --against B",
+		Short: "Show what `sluice apply PATH` would change, or how two namespaces differ",
 		Long: `Render PATH and compare it with the cluster through a server-side dry run:
 each object is created, configured (with a unified diff), unchanged, or, with
 --inventory, deleted. Secret values are masked.
 
-Exit codes: 0 nothing would change, 1 something would, 2 error.`,
-		Args: cobra.ExactArgs(1),
+With --against, compare the objects of two namespaces instead (a version
+session's namespace with the workload it runs beside): objects only in one,
+and a diff of the fields of the others (status, server-set metadata and
+what controllers derive left out).
+
+Exit codes: 0 nothing would change (namespaces alike), 1 something would
+(they differ), 2 error.`,
+		Example: `  sluice diff deploy/overlays/dev -n dev --inventory web
+  sluice diff --namespace dev --against dev-alice`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.output != "text" && f.output != "json" {
 				return exit(2, fmt.Errorf("-o %s: must be text or json", f.output))
+			}
+			if f.against != "" {
+				if len(args) > 0 || f.kube.namespace == "" {
+					return exit(2, fmt.Errorf("--against compares two namespaces: give --namespace A --against B, and no PATH"))
+				}
+				return f.namespaces(cmd, s)
+			}
+			if len(args) != 1 {
+				return exit(2, fmt.Errorf("PATH is required (or --namespace A --against B)"))
 			}
 			c, err := f.kube.connect()
 			if err != nil {
@@ -62,7 +81,43 @@ Exit codes: 0 nothing would change, 1 something would, 2 error.`,
 		},
 	}
 	f.kube.add(cmd.Flags())
+	cmd.Flags().StringVar(&f.against, "against", "", "compare the objects of --namespace with those of this namespace")
 	cmd.Flags().StringVar(&f.inventory, "inventory", "", "the ApplySet inventory whose members the set no longer has would be deleted")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+// namespaces compares two namespaces.
+func (f *diffFlags) namespaces(cmd *cobra.Command, s Streams) error {
+	c, err := f.kube.connect()
+	if err != nil {
+		return exit(2, err)
+	}
+	d, err := c.DiffNamespaces(cmd.Context(), f.kube.namespace, f.against)
+	if err != nil {
+		return exit(2, err)
+	}
+	if f.output == "json" {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(d); err != nil {
+			return exit(2, err)
+		}
+	} else {
+		for _, r := range d.OnlyInA {
+			fmt.Fprintf(s.Out, "%s only in %s\n", r, d.A)
+		}
+		for _, r := range d.OnlyInB {
+			fmt.Fprintf(s.Out, "%s only in %s\n", r, d.B)
+		}
+		for _, ch := range d.Different {
+			fmt.Fprintf(s.Out, "%s differs\n", ch.Ref)
+			fmt.Fprint(s.Out, ch.Diff)
+		}
+		fmt.Fprintf(s.Err, "%d only in %s, %d only in %s, %d different, %d alike\n", len(d.OnlyInA), d.A, len(d.OnlyInB), d.B, len(d.Different), d.Same)
+	}
+	if d.Differ() {
+		return exit(1, nil)
+	}
+	return nil
 }

@@ -18,9 +18,14 @@ type kubeFlags struct {
 }
 
 func (k *kubeFlags) add(fl *pflag.FlagSet) {
+	k.addConnection(fl)
+	fl.StringVarP(&k.namespace, "namespace", "n", "", "namespace for namespaced objects that have none (default: the context's)")
+}
+
+// addConnection adds the flags that choose the cluster, without -n.
+func (k *kubeFlags) addConnection(fl *pflag.FlagSet) {
 	fl.StringVar(&k.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	fl.StringVar(&k.context, "context", "", "the kubeconfig context to use")
-	fl.StringVarP(&k.namespace, "namespace", "n", "", "namespace for namespaced objects that have none (default: the context's)")
 }
 
 func (k *kubeFlags) connect() (*cluster.Client, error) {

@@ -257,7 +257,7 @@ func (c *Client) applyStage(ctx context.Context, p *plan, same []Ref, stage []*u
 		if err != nil {
 			changes = append(changes, Change{Ref: ref, Action: Failed, Origin: p.origins[ref.key()], Error: err.Error()})
 			errs = append(errs, p.explain(reachable(c.config, err)))
-			if isUnreachable(err) {
+			if IsUnreachable(err) {
 				break
 			}
 			continue

@@ -138,16 +138,25 @@ func (c *Client) Kube() client.Client { return c.client }
 // Mapper maps kinds to resources.
 func (c *Client) Mapper() meta.RESTMapper { return c.mapper }
 
+// ErrUnreachable is wrapped by the errors of requests that could not reach
+// the API server.
+var ErrUnreachable = errors.New("cannot reach the Kubernetes API server")
+
 // reachable turns a connection failure into an error that says which
 // server could not be reached; other errors pass unchanged.
 func reachable(cfg *rest.Config, err error) error {
-	if err == nil || !isUnreachable(err) {
+	if err == nil || !IsUnreachable(err) || errors.Is(err, ErrUnreachable) {
 		return err
 	}
-	return fmt.Errorf("cannot reach the Kubernetes API server at %s (is the cluster running, and is this the right kubeconfig and context?): %w", cfg.Host, err)
+	return fmt.Errorf("%w at %s (is the cluster running, and is this the right kubeconfig and context?): %w", ErrUnreachable, cfg.Host, err)
 }
 
-func isUnreachable(err error) bool {
+// IsUnreachable reports whether err comes of not reaching the API server
+// (refused, reset, timed out), rather than of the API server's answer.
+func IsUnreachable(err error) bool {
+	if errors.Is(err, ErrUnreachable) {
+		return true
+	}
 	var ne net.Error
 	var ue *url.Error
 	switch {

@@ -155,5 +155,15 @@ func (p *plan) explain(err error) error {
 			msg = replaceWord(msg, s, s+" ("+o.Origin+")")
 		}
 	}
-	return errors.New(msg)
+	return &explained{msg: msg, err: err}
 }
+
+// explained is an error with the objects' origins written in; it still
+// wraps the original, for errors.Is.
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }

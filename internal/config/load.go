@@ -54,9 +54,16 @@ type ManifestSync struct {
 	Origin Origin
 }
 
+// RunConfig is a RunConfig with the place it was read from.
+type RunConfig struct {
+	*v1alpha1.RunConfig
+	Origin Origin
+}
+
 // Set is every Sluice resource found in some files.
 type Set struct {
 	ManifestSyncs []ManifestSync
+	RunConfigs    []RunConfig
 }
 
 // Error is one problem in one resource, printed as
@@ -97,6 +104,7 @@ type resource interface {
 // kinds maps the sluice.dev/v1alpha1 kinds config reads to constructors.
 var kinds = map[string]func() resource{
 	v1alpha1.KindManifestSync: func() resource { return &v1alpha1.ManifestSync{} },
+	v1alpha1.KindRunConfig:    func() resource { return &v1alpha1.RunConfig{} },
 }
 
 // Load reads every Sluice resource in the given files and directories
@@ -140,6 +148,7 @@ func Load(paths ...string) (*Set, error) {
 		}
 		if parts[i] != nil {
 			set.ManifestSyncs = append(set.ManifestSyncs, parts[i].ManifestSyncs...)
+			set.RunConfigs = append(set.RunConfigs, parts[i].RunConfigs...)
 		}
 	}
 	if err := set.validate(); err != nil {
@@ -209,8 +218,11 @@ func Parse(file string, data []byte) (*Set, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if ms, ok := obj.(ManifestSync); ok {
-			set.ManifestSyncs = append(set.ManifestSyncs, ms)
+		switch o := obj.(type) {
+		case ManifestSync:
+			set.ManifestSyncs = append(set.ManifestSyncs, o)
+		case RunConfig:
+			set.RunConfigs = append(set.RunConfigs, o)
 		}
 	}
 	return set, errors.Join(errs...)
@@ -274,6 +286,8 @@ func parseDoc(file, dir string, doc *yaml.Node) (any, error) {
 	switch o := obj.(type) {
 	case *v1alpha1.ManifestSync:
 		return ManifestSync{ManifestSync: o, Origin: origin}, nil
+	case *v1alpha1.RunConfig:
+		return RunConfig{RunConfig: o, Origin: origin}, nil
 	}
 	return nil, nil
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -493,8 +494,8 @@ func (s *Session) getAll(ctx context.Context, objs []cluster.Object) ([]*unstruc
 	for i, o := range objs {
 		g.Go(func() error {
 			live, err := getRef(gctx, s.c.Kube(), cluster.RefOf(o.Unstructured))
-			if apierrors.IsNotFound(err) {
-				return nil
+			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+				return nil // to be created (with its kind, when the set defines it)
 			}
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", cluster.RefOf(o.Unstructured).Subject(), err)

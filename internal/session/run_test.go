@@ -1,0 +1,345 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// harness runs Run in the background and hands its iterations to the test.
+type harness struct {
+	its     chan Iteration
+	started chan Started
+	cancel  context.CancelFunc
+	done    chan struct{}
+	out     *Outcome
+	err     error
+}
+
+func runSession(t *testing.T, c *cluster.Client, o RunOptions) *harness {
+	t.Helper()
+	h := &harness{its: make(chan Iteration, 100), started: make(chan Started, 1), done: make(chan struct{})}
+	if o.Session.Name == "" {
+		o.Session.Name = "r" + strings.ReplaceAll(strings.TrimPrefix(testenv.Namespace("r"), "r-"), "-", "")
+	}
+	o.Session.RenewInterval = 200 * time.Millisecond
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = -1
+	}
+	o.OnIteration = func(it Iteration) { h.its <- it }
+	o.OnStart = func(s Started) { h.started <- s }
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() {
+		defer close(h.done)
+		h.out, h.err = Run(ctx, c, o)
+	}()
+	t.Cleanup(func() { cancel(); <-h.done })
+	return h
+}
+
+// next waits for the next iteration.
+func (h *harness) next(t *testing.T) Iteration {
+	t.Helper()
+	select {
+	case it := <-h.its:
+		return it
+	case <-h.done:
+		t.Fatalf("the session ended: %v", h.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no iteration within 30s")
+	}
+	return Iteration{}
+}
+
+// ok waits for the next iteration and fails on its error.
+func (h *harness) ok(t *testing.T) Iteration {
+	t.Helper()
+	it := h.next(t)
+	if it.Err != nil {
+		t.Fatalf("iteration %d: %v", it.N, it.Err)
+	}
+	return it
+}
+
+func (h *harness) stop(t *testing.T) *Outcome {
+	t.Helper()
+	h.cancel()
+	select {
+	case <-h.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the session did not end within 60s")
+	}
+	if h.err != nil {
+		t.Fatalf("stopping: %v", h.err)
+	}
+	return h.out
+}
+
+func changes(it Iteration) string {
+	if it.Result == nil {
+		return ""
+	}
+	var out []string
+	for _, l := range strings.Split(actions(it.Result), "\n") {
+		if !strings.HasSuffix(l, " unchanged") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func write(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mkNamespace(t *testing.T, c *cluster.Client, ns string) {
+	t.Helper()
+	applyAs(t, c, "kubectl", parse(t, ns, "apiVersion: v1\nkind: Namespace\nmetadata: {name: %[1]s}\n"))
+}
+
+func cm(name, data string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + "}\ndata: {" + data + "}\n"
+}
+
+func TestRunFollowsSavesBranchSwitchesAndBadInput(t *testing.T) {
+	c := newClient(t)
+	ns := testenv.Namespace("run")
+	mkNamespace(t, c, ns)
+	before := dump(t, []string{ns})
+	w := testenv.NewWork(t, "")
+	w.Write(map[string]string{
+		"deploy/kustomization.yaml": "namespace: " + ns + "\nresources: [a.yaml, b.yaml]\n",
+		"deploy/a.yaml":             cm("a", "v: '1'"),
+		"deploy/b.yaml":             cm("b", "v: '1'"),
+		".gitignore":                "scratch/\n",
+	})
+	w.Commit("main")
+	testenv.Git(t, w.Dir, "checkout", "-q", "-b", "feature")
+	w.Write(map[string]string{
+		"deploy/kustomization.yaml": "namespace: " + ns + "\nresources: [a.yaml, c.yaml]\n",
+		"deploy/b.yaml":             "",
+		"deploy/c.yaml":             cm("c", "v: '1'"),
+	})
+	w.Commit("feature: b becomes c")
+	testenv.Git(t, w.Dir, "checkout", "-q", "main")
+
+	h := runSession(t, c, RunOptions{Dir: filepath.Join(w.Dir, "deploy")})
+	it := h.ok(t)
+	if got := changes(it); got != "configmap/a created\nconfigmap/b created" || it.Branch != "main" {
+		t.Fatalf("first iteration on %s:\n%s", it.Branch, got)
+	}
+
+	// A save.
+	write(t, w.Dir, map[string]string{"deploy/a.yaml": cm("a", "v: '2'")})
+	it = h.ok(t)
+	if got := changes(it); got != "configmap/a configured" || len(it.Trigger) == 0 || it.Trigger[0] != "deploy/a.yaml" {
+		t.Fatalf("after saving a.yaml (trigger %v):\n%s", it.Trigger, got)
+	}
+	if it.Latency <= 0 || it.Latency > 5*time.Second {
+		t.Errorf("latency %s", it.Latency)
+	}
+
+	// An ignored file and a file the render does not read: no iteration.
+	write(t, w.Dir, map[string]string{"scratch/notes.yaml": "x: 1\n", "README.md": "hello\n"})
+	select {
+	case it := <-h.its:
+		t.Fatalf("an iteration for files the render does not read (trigger %v)", it.Trigger)
+	case <-time.After(400 * time.Millisecond):
+	}
+
+	// A branch switch: b goes, c comes.
+	testenv.Git(t, w.Dir, "checkout", "-q", "feature")
+	it = h.ok(t)
+	// (a.yaml is the same on both branches: git keeps the edit.)
+	if got := changes(it); got != "configmap/b deleted\nconfigmap/c created" || it.Branch != "feature" {
+		t.Fatalf("after switching to feature (branch %q):\n%s", it.Branch, got)
+	}
+	if get(t, c, "v1", "ConfigMap", ns, "b") != nil {
+		t.Error("b survived the branch switch")
+	}
+
+	// A YAML error mid-session: reported with its file, the session goes on.
+	write(t, w.Dir, map[string]string{"deploy/c.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [c\n"})
+	it = h.next(t)
+	if it.Err == nil || !strings.Contains(it.Err.Error(), "c.yaml") {
+		t.Fatalf("a YAML error: %v", it.Err)
+	}
+	write(t, w.Dir, map[string]string{"deploy/c.yaml": cm("c", "v: '3'")})
+	if got := changes(h.ok(t)); got != "configmap/c configured" {
+		t.Fatalf("after fixing c.yaml:\n%s", got)
+	}
+	select {
+	case it := <-h.its:
+		t.Errorf("an unexpected iteration (trigger %v): %s", it.Trigger, changes(it))
+	default:
+	}
+
+	out := h.stop(t)
+	if out.Reason != "interrupted" || len(out.Restoration.Deleted) != 2 {
+		t.Errorf("outcome: %+v %+v", out, out.Restoration)
+	}
+	sameDump(t, before, dump(t, []string{ns}))
+}
+
+func TestRunInstallsCRDsWithTheirResourcesAndRemovesThem(t *testing.T) {
+	c := newClient(t)
+	ns := testenv.Namespace("crd")
+	mkNamespace(t, c, ns)
+	group := ns + ".example.com"
+	dir := t.TempDir()
+	write(t, dir, map[string]string{
+		"kustomization.yaml": "namespace: " + ns + "\nresources: [crd.yaml, gadgets.yaml]\n",
+		"crd.yaml": `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.` + group + `}
+spec:
+  group: ` + group + `
+  scope: Namespaced
+  names: {kind: Gadget, plural: gadgets, singular: gadget, listKind: GadgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, x-kubernetes-preserve-unknown-fields: true}}}}
+`,
+		"gadgets.yaml": "apiVersion: " + group + "/v1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 1}\n---\napiVersion: " + group + "/v1\nkind: Gadget\nmetadata: {name: g2}\nspec: {size: 2}\n",
+	})
+	before := dump(t, []string{ns}, "CustomResourceDefinition/gadgets."+group)
+	h := runSession(t, c, RunOptions{Dir: dir})
+	it := h.ok(t)
+	if got := changes(it); got != "customresourcedefinition.apiextensions.k8s.io/gadgets."+group+" created\ngadget."+group+"/g1 created\ngadget."+group+"/g2 created" {
+		t.Fatalf("first iteration:\n%s", got)
+	}
+	write(t, dir, map[string]string{"gadgets.yaml": "apiVersion: " + group + "/v1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 10}\n"})
+	if got := changes(h.ok(t)); got != "gadget."+group+"/g1 configured\ngadget."+group+"/g2 deleted" {
+		t.Fatalf("after an edit:\n%s", got)
+	}
+	h.stop(t)
+	// The CRD goes (the API server finalizes it), with its resources.
+	deadline := time.Now().Add(20 * time.Second)
+	for get(t, c, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "gadgets."+group) != nil && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	sameDump(t, before, dump(t, []string{ns}, "CustomResourceDefinition/gadgets."+group))
+}
+
+const chart = `apiVersion: v2
+name: hello
+version: 0.1.0
+`
+
+const chartTemplate = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-settings
+  labels: {app: hello}
+data:
+  greeting: {{ .Values.greeting | quote }}
+  color: {{ .Values.color | quote }}
+  token: {{ .Values.secret.token | quote }}
+  namespace: {{ .Release.Namespace | quote }}
+`
+
+func TestRunRendersAChartWithItsHelmReleaseValues(t *testing.T) {
+	c := newClient(t)
+	ns := testenv.Namespace("helm")
+	mkNamespace(t, c, ns)
+	// A HelmRelease deploys the chart; its values come from itself, a
+	// ConfigMap and a Secret (at a target path).
+	applyAs(t, c, "kubectl", parse(t, ns, `apiVersion: v1
+kind: ConfigMap
+metadata: {name: hello-values, namespace: %[1]s}
+data:
+  values.yaml: "color: red\ngreeting: overridden-below\n"
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: hello-secret, namespace: %[1]s}
+stringData: {token: s3cr3t}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: hello, namespace: %[1]s}
+spec:
+  interval: 10m
+  chart:
+    spec:
+      chart: ./charts/hello
+      sourceRef: {kind: GitRepository, name: platform}
+  values: {greeting: from-the-helmrelease, secret: {token: replaced-by-targetPath}}
+  valuesFrom:
+  - {kind: ConfigMap, name: hello-values}
+  - {kind: Secret, name: hello-secret, valuesKey: token, targetPath: secret.token}
+  - {kind: ConfigMap, name: missing, optional: true}
+`))
+	// What helm-controller installed.
+	applyAs(t, c, "helm-controller", parse(t, ns, `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: hello-settings
+  namespace: %[1]s
+  labels: {app: hello, helm.toolkit.fluxcd.io/name: hello, helm.toolkit.fluxcd.io/namespace: %[1]s}
+data: {greeting: from-the-helmrelease, color: red, token: s3cr3t, namespace: %[1]s}
+`))
+	before := dump(t, []string{ns})
+	dir := filepath.Join(t.TempDir(), "charts", "hello")
+	write(t, dir, map[string]string{"Chart.yaml": chart, "values.yaml": "greeting: chart-default\ncolor: white\nsecret: {token: none}\n", "templates/cm.yaml": chartTemplate})
+
+	// No -n: the HelmRelease says where.
+	h := runSession(t, c, RunOptions{Dir: dir})
+	st := <-h.started
+	if st.HelmRelease == nil || st.HelmRelease.Name != "hello" || st.Namespace != ns {
+		t.Fatalf("started: %+v", st)
+	}
+	h.ok(t)
+	// Rendered with the HelmRelease's values, the chart gives what runs.
+	live := get(t, c, "v1", "ConfigMap", ns, "hello-settings")
+	want := map[string]any{"greeting": "from-the-helmrelease", "color": "red", "token": "s3cr3t", "namespace": ns}
+	if live == nil || !reflect.DeepEqual(live.Object["data"], want) {
+		t.Fatalf("live data %v, want %v", live.Object["data"], want)
+	}
+	// The developer changes the template: the HelmRelease is suspended.
+	write(t, dir, map[string]string{"templates/cm.yaml": strings.Replace(chartTemplate, "labels: {app: hello}", "labels: {app: hello, edited: \"yes\"}", 1)})
+	if got := changes(h.ok(t)); got != "configmap/hello-settings configured" {
+		t.Fatalf("after editing the template:\n%s", got)
+	}
+	hr := get(t, c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", ns, "hello")
+	if hr.Object["spec"].(map[string]any)["suspend"] != true {
+		t.Error("the HelmRelease is not suspended")
+	}
+	h.stop(t)
+	sameDump(t, before, dump(t, []string{ns}))
+}
+
+func TestRunValuesFilesWinOverTheHelmRelease(t *testing.T) {
+	c := newClient(t)
+	ns := testenv.Namespace("helmv")
+	mkNamespace(t, c, ns)
+	dir := filepath.Join(t.TempDir(), "hello")
+	write(t, dir, map[string]string{"Chart.yaml": chart, "values.yaml": "greeting: chart-default\ncolor: white\nsecret: {token: none}\n", "dev.yaml": "color: purple\n", "templates/cm.yaml": chartTemplate})
+	o := RunOptions{Dir: dir, Session: Options{Namespace: ns}}
+	o.Render.Render = &v1alpha1.Render{Helm: &v1alpha1.HelmRender{ValuesFiles: []string{"dev.yaml"}}}
+	h := runSession(t, c, o)
+	h.ok(t)
+	live := get(t, c, "v1", "ConfigMap", ns, "hello-settings")
+	if live == nil || live.Object["data"].(map[string]any)["color"] != "purple" {
+		t.Fatalf("live: %v", live)
+	}
+	h.stop(t)
+}
