@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"sluice.dev/sluice/internal/testenv"
@@ -12,7 +15,18 @@ import (
 
 var cp *testenv.ControlPlane
 
-func TestMain(m *testing.M) { testenv.RunWithControlPlane(m, &cp) }
+// TestMain runs the tests; with SLUICE_TEST_MAIN=1 the test binary is the
+// sluice command itself, for tests that need a process of their own (one
+// to kill -9).
+func TestMain(m *testing.M) {
+	if os.Getenv("SLUICE_TEST_MAIN") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Run(ctx, Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
+	testenv.RunWithControlPlane(m, &cp)
+}
 
 func writeTree(t *testing.T, files map[string]string) string {
 	t.Helper()

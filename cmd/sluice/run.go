@@ -42,6 +42,7 @@ type runFlags struct {
 	steal              bool
 	yes                bool
 	readyTimeout       time.Duration
+	leaseDuration      time.Duration
 	output             string
 }
 
@@ -91,6 +92,8 @@ deploys is rendered with that HelmRelease's values unless --values is given.`,
 	fl.BoolVarP(&f.yes, "yes", "y", false, "run against a cluster that does not look local without asking")
 	fl.DurationVar(&f.readyTimeout, "ready-timeout", 5*time.Second, "how long each iteration checks readiness (negative: not at all)")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text, or json (one object per iteration)")
+	fl.DurationVar(&f.leaseDuration, "heartbeat-timeout", 15*time.Second, "how long without a heartbeat makes the session stale")
+	fl.MarkHidden("heartbeat-timeout")
 	cmd.AddCommand(newRunListCmd(s), newRunStopCmd(s), newRunCleanupCmd(s))
 	return cmd
 }
@@ -207,6 +210,7 @@ func (f *runFlags) run(cmd *cobra.Command, s Streams, args []string) error {
 		Session: session.Options{
 			Name: name, Mode: session.Mode(f.mode), Namespace: f.kube.namespace,
 			AllowClusterScoped: f.allowClusterScoped, Steal: f.steal, Handoff: f.handoff,
+			LeaseDuration: f.leaseDuration,
 		},
 		Dir: dir, Render: ro, HelmRelease: f.helmRelease, ReadyTimeout: f.readyTimeout,
 		Repo: f.repo, Ref: f.ref, Poll: f.poll, Auth: source.AuthFromEnv(os.Getenv),

@@ -97,7 +97,8 @@ func (c *Client) DiffNamespaces(ctx context.Context, a, b string) (*NamespaceDif
 					if derived(u) {
 						continue
 					}
-					objs[ns][RefOf(u).key()] = u
+					gvk := u.GroupVersionKind()
+					objs[ns][gvk.Group+"/"+gvk.Kind+"/"+u.GetName()] = u
 				}
 				return nil
 			})

@@ -66,6 +66,7 @@ func restore(ctx context.Context, c *cluster.Client, rec *Record) (*Restoration,
 		}
 		doomed = append(doomed, live)
 	}
+	sort.Slice(doomed, func(i, j int) bool { return cluster.RefOf(doomed[i]).String() < cluster.RefOf(doomed[j]).String() })
 	deleted, err := c.Delete(ctx, doomed)
 	for _, ch := range deleted {
 		r.Deleted = append(r.Deleted, ch.Ref)
@@ -76,7 +77,12 @@ func restore(ctx context.Context, c *cluster.Client, rec *Record) (*Restoration,
 
 	// Saved objects come back, definitions first so what they hold can.
 	saved := append([]Saved(nil), rec.Saved...)
-	sort.SliceStable(saved, func(i, j int) bool { return isDefinition(saved[i].Ref) && !isDefinition(saved[j].Ref) })
+	sort.SliceStable(saved, func(i, j int) bool {
+		if di, dj := isDefinition(saved[i].Ref), isDefinition(saved[j].Ref); di != dj {
+			return di
+		}
+		return saved[i].Ref.String() < saved[j].Ref.String()
+	})
 	for _, sv := range saved {
 		done, err := restoreObject(ctx, kube, sv, heldByOther)
 		if err != nil {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -340,6 +341,170 @@ func TestRunValuesFilesWinOverTheHelmRelease(t *testing.T) {
 	live := get(t, c, "v1", "ConfigMap", ns, "hello-settings")
 	if live == nil || live.Object["data"].(map[string]any)["color"] != "purple" {
 		t.Fatalf("live: %v", live)
+	}
+	h.stop(t)
+}
+
+func TestVersionModeRunsBesideTheWorkloadAndDiffsNamespaces(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns := testenv.Namespace("ver")
+	workload := `apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: %[1]s}
+data: {color: blue}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: %[1]s}
+spec: {selector: {app: web}, ports: [{port: 80}]}
+`
+	applyAs(t, c, "kubectl", parse(t, ns, workload))
+	before := dump(t, []string{ns})
+	dir := t.TempDir()
+	write(t, dir, map[string]string{
+		"settings.yaml": cm("settings", "color: green"),
+		"web.yaml":      "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {selector: {app: web}, ports: [{port: 80}]}\n",
+		"extra.yaml":    cm("extra", "new: 'yes'"),
+		"role.yaml":     "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: " + ns + "-reader}\nrules: []\n",
+	})
+	name := "v" + strings.ReplaceAll(strings.TrimPrefix(testenv.Namespace("v"), "v-"), "-", "")
+	h := runSession(t, c, RunOptions{Dir: dir, Session: Options{Name: name, Namespace: ns, Mode: Version}})
+	it := h.next(t)
+	if it.Err == nil || !strings.Contains(it.Err.Error(), "ClusterRole/"+ns+"-reader (") || !strings.Contains(it.Err.Error(), "--allow-cluster-scoped") {
+		t.Fatalf("a cluster-scoped object in version mode: %v", it.Err)
+	}
+	os.Remove(filepath.Join(dir, "role.yaml"))
+	it = h.ok(t)
+	side := ns + "-" + name
+	if got := changes(it); got != "configmap/extra created\nconfigmap/settings created\nnamespace/"+side+" created\nservice/web created" {
+		t.Fatalf("first good iteration:\n%s", got)
+	}
+	// The workload it runs beside is untouched.
+	sameDump(t, before, dump(t, []string{ns}))
+	d, err := c.DiffNamespaces(ctx, ns, side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.OnlyInA) != 0 || len(d.OnlyInB) != 1 || d.OnlyInB[0].Name != "extra" || len(d.Different) != 1 || d.Different[0].Ref.Name != "settings" || d.Same != 1 {
+		t.Fatalf("namespace diff: %+v", d)
+	}
+	if !strings.Contains(d.Different[0].Diff, "-  color: blue\n+  color: green") {
+		t.Errorf("settings diff:\n%s", d.Different[0].Diff)
+	}
+	h.stop(t)
+	sameDump(t, before, dump(t, []string{ns, side}))
+}
+
+func TestRunRetriesWhileTheAPIServerRestarts(t *testing.T) {
+	c := newClient(t)
+	ns := testenv.Namespace("restart")
+	mkNamespace(t, c, ns)
+	before := dump(t, []string{ns})
+	dir := t.TempDir()
+	write(t, dir, map[string]string{"a.yaml": cm("a", "v: '1'")})
+	h := runSession(t, c, RunOptions{Dir: dir, Session: Options{Namespace: ns}})
+	h.ok(t)
+	if err := cp.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, map[string]string{"a.yaml": cm("a", "v: '2'")})
+	it := h.next(t)
+	if it.Err == nil || !it.Retrying || !errors.Is(it.Err, cluster.ErrUnreachable) && !cluster.IsUnreachable(it.Err) {
+		cp.StartAPIServer()
+		t.Fatalf("with the API server down: %v (retrying %v)", it.Err, it.Retrying)
+	}
+	if err := cp.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	// Retried every second until the API server answers.
+	for {
+		it = h.next(t)
+		if it.Err == nil {
+			break
+		}
+		if !it.Retrying {
+			t.Fatalf("after the restart: %v", it.Err)
+		}
+	}
+	if get(t, c, "v1", "ConfigMap", ns, "a").Object["data"].(map[string]any)["v"] != "2" {
+		t.Error("the save made while the API server was down was not applied")
+	}
+	h.stop(t)
+	sameDump(t, before, dump(t, []string{ns}))
+}
+
+func TestHandoffKeepsASnowflakeWorkloadForFlux(t *testing.T) {
+	c := newClient(t)
+	ns := testenv.Namespace("snow")
+	applyAs(t, c, "kubectl", parse(t, ns, "apiVersion: v1\nkind: Namespace\nmetadata: {name: %[1]s}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: %[1]s}\ndata: {color: blue}\n"))
+	w := testenv.NewWork(t, "https://git.example.com/team/platform.git")
+	w.Write(map[string]string{"deploy/dev/settings.yaml": cm("settings", "color: green"), "deploy/dev/extra.yaml": cm("extra", "v: '1'")})
+	w.Commit("dev")
+	h := runSession(t, c, RunOptions{Dir: filepath.Join(w.Dir, "deploy", "dev"), Session: Options{Namespace: ns, Handoff: true}})
+	h.ok(t)
+	out := h.stop(t)
+	if len(out.Restoration.Kept) != 2 {
+		t.Errorf("kept: %+v", out.Restoration)
+	}
+	for _, name := range []string{"settings", "extra"} {
+		u := get(t, c, "v1", "ConfigMap", ns, name)
+		if u == nil || u.GetAnnotations()[annotationSession] != "" {
+			t.Errorf("%s after the handoff: %v", name, u)
+		}
+	}
+	y := string(out.Handoff)
+	for _, want := range []string{"kind: GitRepository", "url: https://git.example.com/team/platform.git", "branch: main", "kind: Kustomization", "path: ./deploy/dev", "targetNamespace: " + ns, "prune: true"} {
+		if !strings.Contains(y, want) {
+			t.Errorf("handoff manifests lack %q:\n%s", want, y)
+		}
+	}
+	// A workload Flux owns is not a snowflake.
+	fns, _ := fluxSetup(t, c)
+	dir := t.TempDir()
+	write(t, dir, map[string]string{"s.yaml": cm("settings", "color: x")})
+	h = runSession(t, c, RunOptions{Dir: dir, Session: Options{Namespace: fns, Handoff: true}})
+	if it := h.next(t); it.Err == nil || !strings.Contains(it.Err.Error(), "--handoff is for a workload no GitOps tool manages") {
+		t.Errorf("handoff of a Flux workload: %v", it.Err)
+	}
+}
+
+func TestRunOnABranchOfARemoteRepository(t *testing.T) {
+	c := newClient(t)
+	ns := testenv.Namespace("pr")
+	mkNamespace(t, c, ns)
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	w.Write(map[string]string{"README.md": "app\n"})
+	w.Commit("main")
+	w.Push("HEAD:refs/heads/main")
+	testenv.Git(t, w.Dir, "checkout", "-q", "-b", "alice/feature")
+	w.Write(map[string]string{"deploy/a.yaml": cm("a", "v: '1'")})
+	w.Commit("feature")
+	w.Push("HEAD:refs/heads/alice/feature")
+
+	h := runSession(t, c, RunOptions{Dir: "deploy", Repo: url, Ref: "alice/feature", Poll: 200 * time.Millisecond, Session: Options{Namespace: ns}})
+	it := h.ok(t)
+	if got := changes(it); got != "configmap/a created" || it.Branch != "alice/feature" {
+		t.Fatalf("first iteration on %q:\n%s", it.Branch, got)
+	}
+	// Alice pushes again: the poll picks it up.
+	w.Write(map[string]string{"deploy/a.yaml": cm("a", "v: '2'")})
+	w.Commit("more")
+	w.Push("HEAD:refs/heads/alice/feature")
+	for {
+		it = h.ok(t)
+		if changes(it) != "" {
+			break
+		}
+	}
+	if got := changes(it); got != "configmap/a configured" {
+		t.Fatalf("after a push:\n%s", got)
 	}
 	h.stop(t)
 }

@@ -2,8 +2,17 @@ package session
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -160,4 +169,259 @@ func TestReplaceSessionSuspendsFluxAndPutsEverythingBack(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestConcurrentSessionsRefuseEachOthersObjectsUnlessStolen(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns := testenv.Namespace("two")
+	applyAs(t, c, "kubectl", parse(t, ns, "apiVersion: v1\nkind: Namespace\nmetadata: {name: %[1]s}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared, namespace: %[1]s}\ndata: {v: original}\n"))
+	before := dump(t, []string{ns})
+
+	alice := startSession(t, c, Options{Namespace: ns, Holder: "alice@laptop"})
+	if _, err := alice.Apply(ctx, parse(t, ns, cm("shared", "v: alice")+"---\n"+cm("alices", "v: '1'")), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Bob's own objects are fine; alice's are not.
+	bob := startSession(t, c, Options{Namespace: ns, Holder: "bob@desk"})
+	if _, err := bob.Apply(ctx, parse(t, ns, cm("bobs", "v: '1'")), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bob.Apply(ctx, parse(t, ns, cm("bobs", "v: '1'")+"---\n"+cm("shared", "v: bob")), cluster.ApplyOptions{})
+	var ce *ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "ConfigMap/"+ns+"/shared") || !strings.Contains(err.Error(), "session "+alice.Name()+" (alice@laptop pid ") {
+		t.Fatalf("conflict: %v", err)
+	}
+	if v := get(t, c, "v1", "ConfigMap", ns, "shared").Object["data"]; !reflect.DeepEqual(v, map[string]any{"v": "alice"}) {
+		t.Errorf("a refused apply changed shared: %v", v)
+	}
+	if get(t, c, "v1", "ConfigMap", ns, "bobs") == nil {
+		t.Error("bob's own object went with the refused apply")
+	}
+
+	// Bob steals it.
+	steal := startSession(t, c, Options{Namespace: ns, Holder: "bob@desk", Steal: true})
+	if _, err := steal.Apply(ctx, parse(t, ns, cm("shared", "v: bob")), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Alice stops: shared is bob's now, so it stays as he has it.
+	r, err := alice.Stop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0], "held by session "+steal.Name()) {
+		t.Errorf("alice's restoration: %+v", r)
+	}
+	if v := get(t, c, "v1", "ConfigMap", ns, "shared").Object["data"]; !reflect.DeepEqual(v, map[string]any{"v": "bob"}) {
+		t.Errorf("alice's stop undid bob's shared: %v", v)
+	}
+	// Bob stops: shared is back as it was before either.
+	for _, s := range []*Session{steal, bob} {
+		if _, err := s.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameDump(t, before, dump(t, []string{ns}))
+}
+
+func TestSessionsSharingAnOwnerResumeItWhenTheLastEnds(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns, fluxNS := fluxSetup(t, c)
+	before := dump(t, []string{ns, fluxNS})
+	a := startSession(t, c, Options{Namespace: ns})
+	b := startSession(t, c, Options{Namespace: ns})
+	if _, err := a.Apply(ctx, parse(t, ns, cm("settings", "color: a")), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Apply(ctx, parse(t, ns, strings.Split(devTree, "\n---\n")[0]), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ks := get(t, c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", fluxNS, "apps")
+	if v, _, _ := unstructured.NestedBool(ks.Object, "spec", "suspend"); !v || ks.GetAnnotations()[annotationSuspendedBy] != b.Name() {
+		t.Fatalf("after the first session ended, the owner must stay suspended for the other: %v %v", ks.Object["spec"], ks.GetAnnotations())
+	}
+	if _, err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sameDump(t, before, dump(t, []string{ns, fluxNS}))
+}
+
+func TestArgoCDApplicationsLoseAutomatedSyncForTheSession(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns, argoNS := testenv.Namespace("argoapp"), testenv.Namespace("argocd")
+	applyAs(t, c, "kubectl", parse(t, ns, `apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: `+argoNS+`}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: guestbook, namespace: `+argoNS+`}
+spec:
+  project: default
+  source: {repoURL: https://git.example.com/gitops.git, path: guestbook, targetRevision: main}
+  destination: {server: https://kubernetes.default.svc, namespace: %[1]s}
+  syncPolicy:
+    automated: {prune: true, selfHeal: true}
+    syncOptions: [CreateNamespace=true]
+`))
+	applyAs(t, c, "argocd-controller", parse(t, ns, `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: guestbook
+  namespace: %[1]s
+  labels: {argocd.argoproj.io/instance: guestbook}
+data: {title: Guestbook}
+`))
+	before := dump(t, []string{ns, argoNS})
+	s := startSession(t, c, Options{Namespace: ns})
+	if _, err := s.Apply(ctx, parse(t, ns, cm("guestbook", "title: Dev Guestbook")), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "guestbook")
+	sp, _, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy")
+	if _, auto := sp["automated"]; auto || sp["syncOptions"] == nil {
+		t.Fatalf("automated sync should be off, the rest of syncPolicy kept: %v", sp)
+	}
+	if _, err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sameDump(t, before, dump(t, []string{ns, argoNS}))
+	app = get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "guestbook")
+	if app.GetAnnotations()[annotationArgoRefresh] != "normal" {
+		t.Error("Argo CD was not asked to refresh")
+	}
+}
+
+func TestLargeRecordsSpreadOverSecrets(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	defer func(n int) { partSize = n }(partSize)
+	partSize = 4 << 10
+	st := &store{c: c.Kube(), name: "chunky" + strings.ReplaceAll(testenv.Namespace(""), "-", "")}
+	if err := ensureSystemNamespace(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	rec := &Record{Name: st.name}
+	for i := 0; i < 300; i++ {
+		// Incompressible enough to need several parts.
+		rec.Saved = append(rec.Saved, Saved{Ref: cluster.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "x", Name: fmt.Sprintf("cm-%d-%x", i, sha256.Sum256([]byte{byte(i)}))}, Object: json.RawMessage(`{}`)})
+	}
+	if err := st.write(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if st.parts < 2 {
+		t.Fatalf("parts = %d", st.parts)
+	}
+	got, err := (&store{c: c.Kube(), name: st.name}).read(ctx)
+	if err != nil || !reflect.DeepEqual(got, rec) {
+		t.Fatalf("read back: %v (%d saved)", err, len(got.Saved))
+	}
+	// Shrunk, the record fits its index again: the parts go.
+	rec.Saved = rec.Saved[:1]
+	if err := st.write(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	var list corev1.SecretList
+	c.Kube().List(ctx, &list, client.InNamespace(SystemNamespace), client.MatchingLabels{labelSession: st.name})
+	if len(list.Items) != 1 {
+		t.Errorf("%d Secrets left, want the index alone", len(list.Items))
+	}
+	if err := st.remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.read(ctx); !errors.Is(err, ErrNoRecord) {
+		t.Errorf("after remove: %v", err)
+	}
+}
+
+func TestStopFromAnotherProcessAndCleanupOfStaleSessions(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns := testenv.Namespace("stop")
+	mkNamespace(t, c, ns)
+	before := dump(t, []string{ns})
+
+	// A live session is asked to stop; it restores itself.
+	dir := t.TempDir()
+	write(t, dir, map[string]string{"a.yaml": cm("a", "v: '1'")})
+	h := runSession(t, c, RunOptions{Dir: dir, Session: Options{Namespace: ns}})
+	h.ok(t)
+	name := (<-h.started).Name
+	if _, err := StopSession(ctx, c, name, StopOptions{Holder: "ops@console"}); err != nil {
+		t.Fatal(err)
+	}
+	<-h.done
+	if h.err != nil || h.out.Reason != "stop requested by ops@console" || len(h.out.Restoration.Deleted) != 1 {
+		t.Fatalf("run ended with %v, %+v", h.err, h.out)
+	}
+	sameDump(t, before, dump(t, []string{ns}))
+
+	// A session whose process stopped heartbeating goes stale, and cleanup
+	// restores it from its record.
+	s := startSession(t, c, Options{Namespace: ns, LeaseDuration: time.Second})
+	if _, err := s.Apply(ctx, parse(t, ns, cm("b", "v: '1'")), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.stopHeartbeat() // as if killed
+	if rs, err := Cleanup(ctx, c, false, StopOptions{}); err != nil || len(rs) != 0 && containsSession(rs, s.Name()) {
+		t.Fatalf("cleanup restored a live session: %v %+v", err, rs)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	in, err := Get(ctx, c, s.Name())
+	if err != nil || in.State != StateStale {
+		t.Fatalf("state %q, %v", in.State, err)
+	}
+	rs, err := Cleanup(ctx, c, false, StopOptions{})
+	if err != nil || !containsSession(rs, s.Name()) {
+		t.Fatalf("cleanup: %v %+v", err, rs)
+	}
+	sameDump(t, before, dump(t, []string{ns}))
+	if _, err := Get(ctx, c, s.Name()); !errors.Is(err, ErrNoSession) {
+		t.Errorf("the session is still there: %v", err)
+	}
+	// Running it again finds nothing left to do.
+	if rs, err := Cleanup(ctx, c, false, StopOptions{}); err != nil || containsSession(rs, s.Name()) {
+		t.Errorf("second cleanup: %v %+v", err, rs)
+	}
+}
+
+func containsSession(rs []*Restoration, name string) bool {
+	for _, r := range rs {
+		if r.Session == name {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRestoreIsIdempotent(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns, fluxNS := fluxSetup(t, c)
+	before := dump(t, []string{ns, fluxNS})
+	s := startSession(t, c, Options{Namespace: ns})
+	if _, err := s.Apply(ctx, parse(t, ns, devTree), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec := s.Record()
+	// Restored twice over (an interrupted restore run again), and a third
+	// time by the session's own stop: the same end state.
+	for i := 0; i < 2; i++ {
+		if _, err := restore(ctx, c, &rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sameDump(t, before, dump(t, []string{ns, fluxNS}))
 }

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// syncBuffer is a buffer a running command writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func nsDump(t *testing.T, ns string) map[string]map[string]any {
+	t.Helper()
+	d, err := testenv.Dump(cp.Config, []string{ns}, nil, "reconcile.fluxcd.io/requestedAt", "argocd.argoproj.io/refresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestRunCLIFromARunConfig(t *testing.T) {
+	ns := testenv.Namespace("clirun")
+	kc := "--kubeconfig=" + cp.Kubeconfig
+	if _, stderr, code := run(t, "apply", writeTree(t, map[string]string{"ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + ns + "}\n"}), kc); code != 0 {
+		t.Fatal(stderr)
+	}
+	before := nsDump(t, ns)
+	dir := writeTree(t, map[string]string{
+		"run.yaml":          "apiVersion: sluice.dev/v1alpha1\nkind: RunConfig\nmetadata: {name: dev}\nspec:\n  path: deploy\n  namespace: " + ns + "\n  session: cli-" + strings.ReplaceAll(ns, "-", "") + "\n  readyTimeout: 100ms\n",
+		"deploy/cm.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: slow}\n",
+		"deploy/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n",
+	})
+	var out, errb syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		done <- Run(ctx, Streams{In: strings.NewReader(""), Out: &out, Err: &errb}, []string{"run", "-f", filepath.Join(dir, "run.yaml"), kc})
+	}()
+	waitFor(t, "the first iteration", func() bool { return strings.Contains(out.String(), "#1 ") })
+	if !strings.Contains(out.String(), "2 created: configmap/other created, configmap/settings created") {
+		t.Errorf("first line:\n%s", out.String())
+	}
+	lout, _, code := run(t, "run", "list", kc)
+	if code != 0 || !strings.Contains(lout, "cli-"+strings.ReplaceAll(ns, "-", "")) || !strings.Contains(lout, "active") || !strings.Contains(lout, "HEARTBEAT") {
+		t.Errorf("run list: %d\n%s", code, lout)
+	}
+	os.WriteFile(filepath.Join(dir, "deploy/cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: fast}\n"), 0o644)
+	waitFor(t, "the second iteration", func() bool { return strings.Contains(out.String(), "#2 ") })
+	if !strings.Contains(out.String(), "1 configured, 1 unchanged: configmap/settings configured  ready") {
+		t.Errorf("second line:\n%s", out.String())
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "ended: deleted 2 (configmap/other, configmap/settings)") {
+		t.Errorf("stderr:\n%s", errb.String())
+	}
+	if after := nsDump(t, ns); !reflect.DeepEqual(before, after) {
+		t.Errorf("the namespace changed:\n%v\n%v", before, after)
+	}
+}
+
+func TestRunCLIRefusesARemoteLookingContextUnlessNamed(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: prod, cluster: {server: "https://10.255.255.1:6443"}}]
+users: [{name: me, user: {token: x}}]
+contexts: [{name: prod-eks, context: {cluster: prod, user: me}}]
+current-context: prod-eks
+`), 0o600)
+	_, stderr, code := run(t, "run", t.TempDir(), "--kubeconfig", kc)
+	if code != 2 || !strings.Contains(stderr, `context "prod-eks" (API server https://10.255.255.1:6443) does not look like a local cluster: name it with --context, or pass --yes`) {
+		t.Errorf("exit %d:\n%s", code, stderr)
+	}
+}
+
+func TestRunCLIBadFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", ".", "--mode", "sideways"}, "--mode sideways: must be replace or version"},
+		{[]string{"run", ".", "--session", "Not_A_Label"}, "--session: session name"},
+		{[]string{"run", ".", "--ref", "main"}, "--ref names a branch of --repo"},
+		{[]string{"run", ".", "--handoff", "--mode", "version"}, "--handoff hands over"},
+		{[]string{"diff", "--against", "b"}, "--against compares two namespaces"},
+	}
+	for _, tt := range tests {
+		_, stderr, code := run(t, tt.args...)
+		if code != 2 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d\n%s\nwant %q", tt.args, code, stderr, tt.want)
+		}
+	}
+	dir := writeTree(t, map[string]string{"run.yaml": "apiVersion: sluice.dev/v1alpha1\nkind: RunConfig\nmetadata: {name: dev}\nspec:\n  mode: sideways\n  poll: 5s\n"})
+	_, stderr, code := run(t, "run", "-f", filepath.Join(dir, "run.yaml"))
+	if code != 2 || !strings.Contains(stderr, "run.yaml:5: RunConfig dev: spec.mode: Unsupported value") || !strings.Contains(stderr, "spec.poll") {
+		t.Errorf("bad RunConfig: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestKilledSessionIsRestoredByCleanup kills a session process with
+// SIGKILL mid-session; `sluice run cleanup` then puts everything back.
+func TestKilledSessionIsRestoredByCleanup(t *testing.T) {
+	ns := testenv.Namespace("kill")
+	kc := "--kubeconfig=" + cp.Kubeconfig
+	if _, stderr, code := run(t, "apply", writeTree(t, map[string]string{"all.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + ns + "}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: " + ns + "}\ndata: {mode: prod}\n"}), kc); code != 0 {
+		t.Fatal(stderr)
+	}
+	before := nsDump(t, ns)
+	dir := writeTree(t, map[string]string{
+		"settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: dev}\n",
+		"new.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n",
+	})
+	name := "kill-" + strings.ReplaceAll(strings.TrimPrefix(ns, "kill-"), "-", "")
+	cmd := exec.Command(os.Args[0], "run", dir, kc, "-n", ns, "--session", name, "--heartbeat-timeout", "2s", "--ready-timeout", "-1s")
+	cmd.Env = append(os.Environ(), "SLUICE_TEST_MAIN=1")
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.Contains(line, "1 configured") || !strings.Contains(line, "1 created") {
+		cmd.Process.Kill()
+		t.Fatalf("first line %q: %v\n%s", line, err, stderr.String())
+	}
+	cmd.Process.Kill() // SIGKILL: no chance to restore
+	cmd.Wait()
+
+	out, _, _ := run(t, "run", "list", kc)
+	if !strings.Contains(out, name) {
+		t.Fatalf("the killed session is not listed:\n%s", out)
+	}
+	if out, _, _ := run(t, "run", "cleanup", kc); strings.Contains(out, name) {
+		t.Fatalf("cleanup restored a session whose heartbeat is still fresh:\n%s", out)
+	}
+	waitFor(t, "the session to go stale", func() bool {
+		out, _, _ := run(t, "run", "list", kc)
+		return strings.Contains(out, "stale")
+	})
+	out, errOut, code := run(t, "run", "cleanup", kc)
+	if code != 0 || !strings.Contains(out, "session "+name+" ended: deleted 1 (configmap/new); restored 1 (configmap/settings)") {
+		t.Fatalf("cleanup: exit %d\n%s%s", code, out, errOut)
+	}
+	if after := nsDump(t, ns); !reflect.DeepEqual(before, after) {
+		t.Errorf("the namespace was not put back:\nbefore %v\nafter  %v", before, after)
+	}
+	if out, _, _ := run(t, "run", "list", kc); strings.Contains(out, name) {
+		t.Errorf("still listed after cleanup:\n%s", out)
+	}
+}
+
+func TestDiffCLIComparesNamespaces(t *testing.T) {
+	a, b := testenv.Namespace("diffa"), testenv.Namespace("diffb")
+	kc := "--kubeconfig=" + cp.Kubeconfig
+	for _, ns := range []string{a, b} {
+		color := "blue"
+		if ns == b {
+			color = "green"
+		}
+		set := "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + ns + "}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: " + ns + "}\ndata: {color: " + color + "}\n"
+		if _, stderr, code := run(t, "apply", writeTree(t, map[string]string{"a.yaml": set}), kc); code != 0 {
+			t.Fatal(stderr)
+		}
+	}
+	out, _, code := run(t, "diff", "-n", a, "--against", b, kc)
+	if code != 1 || !strings.Contains(out, "configmap/settings differs") || !strings.Contains(out, "+  color: green") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+	if _, _, code := run(t, "diff", "-n", a, "--against", a, kc); code != 0 {
+		t.Errorf("a namespace against itself: exit %d", code)
+	}
+}
