@@ -16,6 +16,7 @@ test:
 bench:
 	$(GO) run ./bench hydrate
 	$(GO) run ./bench apply
+	$(GO) run ./bench run
 
 quickstart:
 	$(GO) run ./cmd/sluice hydrate -f examples/quickstart

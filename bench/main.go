@@ -3,6 +3,7 @@
 //
 //	go run ./bench hydrate [-overlays 200] [-bases 20] [-charts 20]
 //	go run ./bench apply   [-n 10]
+//	go run ./bench run     [-n 50]
 //
 // hydrate: `sluice hydrate` on a synthetic monorepo (200 kustomize overlays
 // over 20 shared bases, and 20 Helm charts) against the baseline hydros and
@@ -10,6 +11,8 @@
 // after the other; a git server (git-http-backend) and an OCI registry run
 // on loopback. apply: `sluice apply` of a 60-object kustomization against
 // `kubectl apply --server-side -k`, on a real API server started here.
+// run: the time from a file write to the API server's acknowledgement in a
+// `sluice run` session, against `kubectl apply --server-side -k` per save.
 package main
 
 import (
@@ -39,8 +42,10 @@ func main() {
 		mainHydrate()
 	case "apply":
 		mainApply()
+	case "run":
+		mainRun()
 	default:
-		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, apply)\n", mode)
+		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, apply, run)\n", mode)
 		os.Exit(2)
 	}
 }

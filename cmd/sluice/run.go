@@ -309,7 +309,7 @@ type runPrinter struct {
 }
 
 func (p *runPrinter) started(st session.Started) {
-	msg := fmt.Sprintf("session %s (%s mode) applying to namespace %s; watching %s. Ctrl+C ends it and puts the cluster back.", st.Name, st.Mode, st.Namespace, st.Watching)
+	msg := fmt.Sprintf("session %s (%s mode; objects without a namespace go to %s), watching %s. Ctrl+C ends it and puts the cluster back.", st.Name, st.Mode, st.Namespace, st.Watching)
 	if st.HelmRelease != nil {
 		msg += fmt.Sprintf("\nthe chart renders with the values of HelmRelease %s/%s", st.HelmRelease.Namespace, st.HelmRelease.Name)
 	}

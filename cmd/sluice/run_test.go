@@ -4,15 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/session"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -208,5 +212,43 @@ func TestDiffCLIComparesNamespaces(t *testing.T) {
 	}
 	if _, _, code := run(t, "diff", "-n", a, "--against", a, kc); code != 0 {
 		t.Errorf("a namespace against itself: exit %d", code)
+	}
+}
+
+func TestASecondCtrlCDuringRestoreWarnsAndIsIgnored(t *testing.T) {
+	var errb syncBuffer
+	p := &runPrinter{out: &errb, err: &errb}
+	p.stopping("interrupted")
+	defer p.done()
+	// Were SIGINT not caught now, it would kill the test binary.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the warning", func() bool { return strings.Contains(errb.String(), "still putting the cluster back") })
+}
+
+func TestIterationLines(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 4, 5, 0, time.UTC)
+	res := &cluster.Result{Changes: []cluster.Change{
+		{Ref: cluster.Ref{Version: "v1", Kind: "ConfigMap", Name: "settings"}, Action: cluster.Configured},
+		{Ref: cluster.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web"}, Action: cluster.Unchanged},
+	}}
+	tests := []struct {
+		it   session.Iteration
+		want string
+	}{
+		{session.Iteration{N: 2, Branch: "main", Commit: "1234567890", Result: res, Ready: true, Latency: 83 * time.Millisecond},
+			"#2 10:04:05 main@1234567  1 configured, 1 unchanged: configmap/settings configured  ready  83ms"},
+		{session.Iteration{N: 3, Result: res, NotReady: []cluster.Readiness{{Ref: cluster.Ref{Version: "v1", Kind: "ConfigMap", Name: "settings"}, Status: "InProgress"}}, Latency: time.Second},
+			"#3 10:04:05  1 configured, 1 unchanged: configmap/settings configured  not ready yet: configmap/settings InProgress  1s"},
+		{session.Iteration{N: 4, Err: errors.New("deploy/a.yaml: YAML syntax: line 3\nmore")},
+			"#4 10:04:05  error: deploy/a.yaml: YAML syntax: line 3; more  (still watching: the next save retries)"},
+		{session.Iteration{N: 5, Err: errors.New("cannot reach the Kubernetes API server"), Retrying: true},
+			"#5 10:04:05  error: cannot reach the Kubernetes API server  (retrying every second)"},
+	}
+	for _, tt := range tests {
+		if got := formatIteration(tt.it, now); got != tt.want {
+			t.Errorf("got  %q\nwant %q", got, tt.want)
+		}
 	}
 }
