@@ -279,7 +279,8 @@ type loop struct {
 	w    *Watcher
 	wt   *source.Worktree
 	n    int
-	// inputs are what the last good render read; nil after a failure.
+	// inputs are what the last good render read, relative to the
+	// render's root (fsys); nil after a failure.
 	inputs []v1alpha1.Input
 	fsys   *source.DirFS
 	// pending is a change seen while checking readiness.
@@ -290,12 +291,11 @@ func (l *loop) run(ctx context.Context) (string, error) {
 	if err := l.w.Add(l.dir); err != nil {
 		return "", err
 	}
-	fsys, err := source.Dir(l.root)
-	if err != nil {
-		return "", err
-	}
-	defer fsys.Close()
-	l.fsys = fsys
+	defer func() {
+		if l.fsys != nil {
+			l.fsys.Close()
+		}
+	}()
 	retry := l.iterate(ctx, nil, time.Now())
 	var poll <-chan time.Time
 	if l.wt != nil && l.o.Poll > 0 {
@@ -365,6 +365,16 @@ func (l *loop) iterate(ctx context.Context, trigger []string, first time.Time) b
 		it.Err = err
 		l.report(it)
 		return false
+	}
+	if l.fsys == nil || l.fsys.Path() != r.Root {
+		if l.fsys != nil {
+			l.fsys.Close()
+		}
+		if l.fsys, err = source.Dir(r.Root); err != nil {
+			it.Err = err
+			l.report(it)
+			return false
+		}
 	}
 	l.inputs = r.Render.Inputs
 	l.watchInputs(r.Root, r.Render.Inputs)
