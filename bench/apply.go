@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 
@@ -101,15 +100,9 @@ spec:
 
 func runApply(tb *benchTB, n int) error {
 	work := tb.TempDir()
-	bin := filepath.Join(work, "sluice")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building sluice: %w", err)
-	}
-	kubectl, err := exec.LookPath("kubectl")
+	bin, kubectl, err := tools(work)
 	if err != nil {
-		return fmt.Errorf("the baseline needs kubectl: %w", err)
+		return err
 	}
 	c, err := devcluster.Start(context.Background(), devcluster.Options{WithoutCRDs: true, Dir: work})
 	if err != nil {

@@ -83,15 +83,9 @@ var holdServers bool
 
 func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	work := tb.TempDir()
-	bin := filepath.Join(work, "sluice")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building sluice: %w", err)
-	}
-	kubectl, err := exec.LookPath("kubectl")
+	bin, kubectl, err := tools(work)
 	if err != nil {
-		return fmt.Errorf("the baseline needs kubectl: %w", err)
+		return err
 	}
 
 	reg := testenv.NewRegistry(tb)
@@ -243,4 +237,18 @@ func tail(s string) string {
 		return s[len(s)-2000:]
 	}
 	return s
+}
+
+// tools builds sluice into work and finds the kubectl of the baselines.
+func tools(work string) (sluice, kubectl string, err error) {
+	sluice = filepath.Join(work, "sluice")
+	build := exec.Command("go", "build", "-o", sluice, "./cmd/sluice")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		return "", "", fmt.Errorf("building sluice: %w", err)
+	}
+	if kubectl, err = exec.LookPath("kubectl"); err != nil {
+		return "", "", fmt.Errorf("the baselines need kubectl: %w", err)
+	}
+	return sluice, kubectl, nil
 }
