@@ -121,6 +121,10 @@ type ImageRule struct {
 	TagLength int `json:"tagLength,omitempty"`
 	// Constraint is a semver range such as ">=1.2.0 <2.0.0" (semver only).
 	Constraint string `json:"constraint,omitempty"`
+	// Optional lets the rules after this one decide (or the image stay as
+	// written) when this rule's tag does not exist: how a deployment tag
+	// applies to the images built under it and leaves the others alone.
+	Optional bool `json:"optional,omitempty"`
 }
 
 // Layout values.

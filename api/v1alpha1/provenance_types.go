@@ -25,6 +25,10 @@ type Provenance struct {
 	Rules []ImageRule `json:"rules,omitempty"`
 	// Images lists every image reference that was pinned.
 	Images []PinnedImage `json:"images,omitempty"`
+	// Waiting lists the image references only optional rules matched and
+	// that stay as written because their tags do not exist yet: the sync
+	// re-renders when one appears.
+	Waiting []string `json:"waiting,omitempty"`
 	// Inputs lists every path the renderer looked at, with its git object
 	// hash: what decides whether a new source commit needs a new render.
 	Inputs []Input `json:"inputs,omitempty"`

@@ -60,10 +60,32 @@ type RunConfig struct {
 	Origin Origin
 }
 
+// Image is an Image with the place it was read from.
+type Image struct {
+	*v1alpha1.Image
+	Origin Origin
+}
+
+// RepoConfig is a RepoConfig with the place it was read from.
+type RepoConfig struct {
+	*v1alpha1.RepoConfig
+	Origin Origin
+}
+
 // Set is every Sluice resource found in some files.
 type Set struct {
 	ManifestSyncs []ManifestSync
 	RunConfigs    []RunConfig
+	Images        []Image
+	RepoConfigs   []RepoConfig
+}
+
+// add appends the resources of o.
+func (s *Set) add(o *Set) {
+	s.ManifestSyncs = append(s.ManifestSyncs, o.ManifestSyncs...)
+	s.RunConfigs = append(s.RunConfigs, o.RunConfigs...)
+	s.Images = append(s.Images, o.Images...)
+	s.RepoConfigs = append(s.RepoConfigs, o.RepoConfigs...)
 }
 
 // Error is one problem in one resource, printed as
@@ -105,6 +127,8 @@ type resource interface {
 var kinds = map[string]func() resource{
 	v1alpha1.KindManifestSync: func() resource { return &v1alpha1.ManifestSync{} },
 	v1alpha1.KindRunConfig:    func() resource { return &v1alpha1.RunConfig{} },
+	v1alpha1.KindImage:        func() resource { return &v1alpha1.Image{} },
+	v1alpha1.KindRepoConfig:   func() resource { return &v1alpha1.RepoConfig{} },
 }
 
 // Load reads every Sluice resource in the given files and directories
@@ -147,11 +171,10 @@ func Load(paths ...string) (*Set, error) {
 			errs = append(errs, perr[i])
 		}
 		if parts[i] != nil {
-			set.ManifestSyncs = append(set.ManifestSyncs, parts[i].ManifestSyncs...)
-			set.RunConfigs = append(set.RunConfigs, parts[i].RunConfigs...)
+			set.add(parts[i])
 		}
 	}
-	if err := set.validate(); err != nil {
+	if err := set.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -223,6 +246,10 @@ func Parse(file string, data []byte) (*Set, error) {
 			set.ManifestSyncs = append(set.ManifestSyncs, o)
 		case RunConfig:
 			set.RunConfigs = append(set.RunConfigs, o)
+		case Image:
+			set.Images = append(set.Images, o)
+		case RepoConfig:
+			set.RepoConfigs = append(set.RepoConfigs, o)
 		}
 	}
 	return set, errors.Join(errs...)
@@ -288,6 +315,10 @@ func parseDoc(file, dir string, doc *yaml.Node) (any, error) {
 		return ManifestSync{ManifestSync: o, Origin: origin}, nil
 	case *v1alpha1.RunConfig:
 		return RunConfig{RunConfig: o, Origin: origin}, nil
+	case *v1alpha1.Image:
+		return Image{Image: o, Origin: origin}, nil
+	case *v1alpha1.RepoConfig:
+		return RepoConfig{RepoConfig: o, Origin: origin}, nil
 	}
 	return nil, nil
 }

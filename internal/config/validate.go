@@ -9,11 +9,11 @@ import (
 	"sluice.dev/sluice/internal/source"
 )
 
-// validate checks what no single resource can: names are unique per kind,
-// repositories parse, and no two syncs claim the same destination folder or
-// one inside another's.
-func (s *Set) validate() error {
-	var errs []error
+// Validate checks what no single resource can: names are unique per kind,
+// repositories parse, no two syncs claim the same destination folder or
+// one inside another's, and no two Images push the same repository.
+func (s *Set) Validate() error {
+	errs := s.validateImages()
 	byName := map[string]ManifestSync{}
 	type claim struct {
 		key  string // repo key + branch
@@ -71,4 +71,30 @@ func (s *Set) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (s *Set) validateImages() []error {
+	var errs []error
+	byName := map[string]Image{}
+	byRepo := map[string]Image{}
+	for _, img := range s.Images {
+		fail := func(field, msg string) {
+			errs = append(errs, &Error{File: img.Origin.File, Line: img.Origin.LineOf(field), Kind: img.Kind, Name: img.Name, Field: field, Msg: msg})
+		}
+		if prev, ok := byName[img.Name]; ok {
+			fail("metadata.name", fmt.Sprintf("duplicate name: also declared at %s:%d", prev.Origin.File, prev.Origin.Line))
+			continue
+		}
+		byName[img.Name] = img
+		if prev, ok := byRepo[img.Spec.Image]; ok {
+			fail("spec.image", fmt.Sprintf("Image %s (%s:%d) pushes %s too", prev.Name, prev.Origin.File, prev.Origin.Line, img.Spec.Image))
+		}
+		byRepo[img.Spec.Image] = img
+		for i, src := range img.Spec.Source {
+			if _, err := source.ParseLocation(src.Repo, img.Origin.Dir); err != nil {
+				fail(fmt.Sprintf("spec.source[%d].repo", i), err.Error())
+			}
+		}
+	}
+	return errs
 }

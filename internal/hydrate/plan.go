@@ -127,7 +127,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	src := o.src
 	p.src = src
 	p.prev = cur.prov
-	pinner := &pin.Pinner{Registry: r.o.Registry, Commit: src.commit}
+	pinner := &pin.Pinner{Registry: r.o.Registry, Commit: src.Commit}
 	if !r.o.Force && p.prev != nil && r.unchanged(ctx, p, pinner, cur) {
 		p.prov = p.prev
 		return nil
@@ -140,16 +140,18 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	}
 	defer func() { <-r.renders }()
 	p.rendered = true
-	res, err := render.Render(ctx, src.fs, ms.Spec.Source.Path, render.Options{
+	res, err := render.Render(ctx, src.FS, ms.Spec.Source.Path, render.Options{
 		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.Charts,
 	})
 	if err != nil {
-		return fmt.Errorf("rendering %s %s: %w", src.describe(), ms.Spec.Source.Path, err)
+		return fmt.Errorf("rendering %s %s: %w", src.Describe(), ms.Spec.Source.Path, err)
 	}
+	written := pin.Images(res.Objects)
 	images, err := pinner.Pin(ctx, res.Objects, ms.Spec.Images)
 	if err != nil {
 		return fmt.Errorf("pinning: %w", err)
 	}
+	waiting := waitingImages(written, ms.Spec.Images, images)
 	folder, err := destination.Manifests(res.Objects, ms.Spec.Destination.Layout)
 	if err != nil {
 		return err
@@ -167,8 +169,9 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		Render:     ms.Spec.Render,
 		Rules:      ms.Spec.Images,
 		Images:     images,
+		Waiting:    waiting,
 		Inputs:     inputs,
-		Trees:      source.Trees(src.fs, inputs),
+		Trees:      source.Trees(src.FS, inputs),
 		Chart:      res.Chart,
 		Manifests:  destination.Digest(folder.Hashes()),
 	}
@@ -215,7 +218,7 @@ func (r *runner) prefetch(ctx context.Context, ms config.ManifestSync, prev *v1a
 	for _, img := range prev.Images {
 		rule, ok := pin.Match(ms.Spec.Images, pin.ParseRef(img.From).Repo)
 		if ok && rule.Strategy != v1alpha1.StrategySourceCommit {
-			go pinner.Resolve(ctx, img.From, rule)
+			go pinner.ResolveRules(ctx, img.From, ms.Spec.Images)
 		}
 	}
 }
@@ -297,8 +300,8 @@ func (r *runner) unchanged(ctx context.Context, p *plan, pinner *pin.Pinner, cur
 	if prev.Renderer.Version != render.Version(prev.Renderer.Name) {
 		return false
 	}
-	sameCommit := p.src.tree != nil && prev.Source.Commit == p.src.commit
-	if !sameCommit && !source.Unchanged(p.src.fs, prev.Inputs, prev.Trees) {
+	sameCommit := p.src.Tree != nil && prev.Source.Commit == p.src.Commit
+	if !sameCommit && !source.Unchanged(p.src.FS, prev.Inputs, prev.Trees) {
 		return false
 	}
 	chart := prev.Chart
@@ -314,17 +317,34 @@ func (r *runner) unchanged(ctx context.Context, p *plan, pinner *pin.Pinner, cur
 	}
 	images := make([]v1alpha1.PinnedImage, 0, len(prev.Images))
 	for _, img := range prev.Images {
-		rule, ok := pin.Match(ms.Spec.Images, pin.ParseRef(img.From).Repo)
-		if !ok {
-			return false
-		}
-		now, err := pinner.Resolve(ctx, img.From, rule)
-		if err != nil {
-			return false // the render reports it
+		now, ok, err := pinner.ResolveRules(ctx, img.From, ms.Spec.Images)
+		if err != nil || !ok {
+			return false // the render reports it, or pins differently
 		}
 		images = append(images, now)
 	}
+	for _, from := range prev.Waiting {
+		if _, ok, err := pinner.ResolveRules(ctx, from, ms.Spec.Images); ok || err != nil {
+			return false // its tag appeared
+		}
+	}
 	return fingerprint(ms.ManifestSync, prev.Renderer, prev.Inputs, chart, images) == prev.Fingerprint
+}
+
+// waitingImages lists the references a rule matched that were not pinned:
+// only optional rules matched them, and their tags do not exist yet.
+func waitingImages(written []string, rules []v1alpha1.ImageRule, pinned []v1alpha1.PinnedImage) []string {
+	done := map[string]bool{}
+	for _, p := range pinned {
+		done[p.From] = true
+	}
+	var out []string
+	for _, from := range written {
+		if _, ok := pin.Match(rules, pin.ParseRef(from).Repo); ok && !done[from] {
+			out = append(out, from)
+		}
+	}
+	return out
 }
 
 // openDestination opens where the folder goes and returns a reader of its

@@ -79,6 +79,9 @@ func Images(objs []*yaml.RNode) []string {
 	return out
 }
 
+// errTagNotFound says a rule's tag does not exist.
+var errTagNotFound = errors.New("not found")
+
 // Pinner resolves image rules against registries.
 type Pinner struct {
 	Registry *registry.Client
@@ -121,13 +124,33 @@ func (p *Pinner) Resolve(ctx context.Context, from string, rule v1alpha1.ImageRu
 	}
 	digest, err := p.Registry.Digest(ctx, ref.Repo+":"+tag)
 	if errors.Is(err, registry.ErrNotFound) {
-		return out, fmt.Errorf("image %s: tag %q not found", ref.Repo, tag)
+		return out, fmt.Errorf("image %s: tag %q %w", ref.Repo, tag, errTagNotFound)
 	}
 	if err != nil {
 		return out, fmt.Errorf("image %s:%s: %w", ref.Repo, tag, err)
 	}
 	out.Tag, out.Digest = tag, digest
 	return out, nil
+}
+
+// ResolveRules pins one reference under the first rule that matches it
+// and resolves: an Optional rule whose tag does not exist gives way to the
+// next. ok is false when no rule applies (the reference stays as written).
+func (p *Pinner) ResolveRules(ctx context.Context, from string, rules []v1alpha1.ImageRule) (pi v1alpha1.PinnedImage, ok bool, err error) {
+	repo := ParseRef(from).Repo
+	for len(rules) > 0 {
+		i := matchIndex(rules, repo)
+		if i < 0 {
+			return pi, false, nil
+		}
+		pi, err = p.Resolve(ctx, from, rules[i])
+		if err != nil && rules[i].Optional && errors.Is(err, errTagNotFound) {
+			rules = rules[i+1:]
+			continue
+		}
+		return pi, err == nil, err
+	}
+	return pi, false, nil
 }
 
 // Pin rewrites, in place, every container image of the objects that a
@@ -142,19 +165,20 @@ func (p *Pinner) Pin(ctx context.Context, objs []*yaml.RNode, rules []v1alpha1.I
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for _, from := range Images(objs) {
-		rule, ok := Match(rules, ParseRef(from).Repo)
-		if !ok {
+		if _, ok := Match(rules, ParseRef(from).Repo); !ok {
 			continue
 		}
 		g.Go(func() error {
-			pi, err := p.Resolve(gctx, from, rule)
+			pi, ok, err := p.ResolveRules(gctx, from, rules)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, err)
 				return nil
 			}
-			pinned[from] = pi
+			if ok {
+				pinned[from] = pi
+			}
 			return nil
 		})
 	}

@@ -60,22 +60,35 @@ func names(repo string) []string {
 // Match returns the first rule whose name matches the repository: exactly,
 // after normalization, or as a glob ("*" alone matches every repository).
 func Match(rules []v1alpha1.ImageRule, repo string) (v1alpha1.ImageRule, bool) {
+	if i := matchIndex(rules, repo); i >= 0 {
+		return rules[i], true
+	}
+	return v1alpha1.ImageRule{}, false
+}
+
+// MatchName reports whether an image name pattern (exact, normalized, or a
+// glob; "*" alone matches all) matches the repository.
+func MatchName(pattern, repo string) bool {
+	return matchIndex([]v1alpha1.ImageRule{{Name: pattern}}, repo) == 0
+}
+
+func matchIndex(rules []v1alpha1.ImageRule, repo string) int {
 	forms := names(repo)
-	for _, rule := range rules {
+	for i, rule := range rules {
 		if rule.Name == "*" {
-			return rule, true
+			return i
 		}
 		ruleForms := names(rule.Name)
 		for _, f := range forms {
 			for _, rf := range ruleForms {
 				if rf == f {
-					return rule, true
+					return i
 				}
 			}
 			if ok, _ := path.Match(rule.Name, f); ok {
-				return rule, true
+				return i
 			}
 		}
 	}
-	return v1alpha1.ImageRule{}, false
+	return -1
 }

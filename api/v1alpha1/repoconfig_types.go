@@ -1,0 +1,67 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// KindRepoConfig is the kind of RepoConfig.
+const KindRepoConfig = "RepoConfig"
+
+// RepoConfig is a repository whose Sluice resources are reconciled
+// together: the Images and ManifestSyncs found in it, each transformed by
+// the overrides first.
+type RepoConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec RepoConfigSpec `json:"spec"`
+}
+
+// RepoConfigSpec says where the resources are and how to transform them.
+type RepoConfigSpec struct {
+	// Repo and Ref are as in a ManifestSync's source; a local path without
+	// a ref is read as it is on disk.
+	Repo string `json:"repo"`
+	Ref  string `json:"ref,omitempty"`
+	// Globs are the files searched for Sluice resources (doublestar
+	// patterns, relative to the repository's root).
+	Globs []string `json:"globs"`
+	// Selectors take the resources whose labels match any of them; none
+	// takes all.
+	Selectors []metav1.LabelSelector `json:"selectors,omitempty"`
+	// Overrides transform every resource found, in memory.
+	Overrides Overrides `json:"overrides,omitempty"`
+}
+
+// Overrides transform resources before they are reconciled.
+type Overrides struct {
+	// Repos replace git references: every ManifestSync and Image source,
+	// and every remote base a kustomization names, whose repository is
+	// From (with its ref) reads To instead.
+	Repos []RepoOverride `json:"repos,omitempty"`
+	// Images give matching images a mutable deployment tag: Images push
+	// it, ManifestSyncs pin to it where it exists.
+	Images []ImageOverride `json:"images,omitempty"`
+}
+
+// RepoOverride replaces one repository by another: a branch of it
+// ("URL?ref=BRANCH"), another URL, or a local path or file:// URL.
+type RepoOverride struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// ImageOverride tags the images of repositories matching Name (exact or
+// a glob) with Tag.
+type ImageOverride struct {
+	Name string `json:"name"`
+	Tag  string `json:"tag"`
+}
+
+// Default fills in the RepoConfig defaults.
+func (r *RepoConfig) Default() {
+	if r.APIVersion == "" {
+		r.APIVersion = APIVersion
+	}
+	if r.Kind == "" {
+		r.Kind = KindRepoConfig
+	}
+}
