@@ -83,7 +83,7 @@ func (i *Image) Default() {
 	if i.Kind == "" {
 		i.Kind = KindImage
 	}
-	if len(i.Spec.Tags) == 0 && i.Spec.Builder == nil {
+	if len(i.Spec.Tags) == 0 {
 		i.Spec.Tags = []string{TagSourceCommit}
 	}
 }

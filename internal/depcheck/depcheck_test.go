@@ -20,9 +20,11 @@ var layers = map[string][]string{
 	"internal/destination": {"api/v1alpha1", "internal/source"},
 	"internal/devcluster":  {},
 	"internal/cluster":     {},
+	"internal/build":       {"api/v1alpha1", "internal/source", "internal/registry", "internal/config"},
+	"internal/override":    {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/pin"},
 	"internal/session":     {"api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster", "internal/deploy"},
 	"internal/deploy":      {"api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster"},
-	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config",
+	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override",
 		"internal/render", "internal/pin", "internal/destination"},
 }
 

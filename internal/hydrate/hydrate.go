@@ -16,6 +16,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
+	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/source"
@@ -52,6 +53,9 @@ type Options struct {
 	// Progress, if set, is called once per sync as soon as its result is
 	// known, from any goroutine but never concurrently.
 	Progress func(Result)
+	// Overrides apply to the remote kustomize bases the syncs' sources
+	// name (the syncs themselves are transformed before Run).
+	Overrides override.Overrides
 }
 
 // Outcome is what became of one sync.

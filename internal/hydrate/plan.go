@@ -15,6 +15,10 @@ import (
 	"sluice.dev/sluice/internal/source"
 )
 
+// remoteInput is the hash of an input fetched from outside the source
+// tree: it cannot vouch for itself.
+const remoteInput = "remote"
+
 // plan is one sync worked out up to the write: its new folder, or the
 // finding that the destination already holds it.
 type plan struct {
@@ -141,7 +145,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	defer func() { <-r.renders }()
 	p.rendered = true
 	res, err := render.Render(ctx, src.FS, ms.Spec.Source.Path, render.Options{
-		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.Charts,
+		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.Charts, Bases: r.openBase,
 	})
 	if err != nil {
 		return fmt.Errorf("rendering %s %s: %w", src.Describe(), ms.Spec.Source.Path, err)
@@ -158,7 +162,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	}
 	inputs := res.Inputs
 	for _, u := range res.Remote {
-		inputs = append(inputs, v1alpha1.Input{Path: u, Hash: "remote"})
+		inputs = append(inputs, v1alpha1.Input{Path: u, Hash: remoteInput})
 	}
 	prov := &v1alpha1.Provenance{
 		APIVersion: v1alpha1.APIVersion,
@@ -299,6 +303,11 @@ func (r *runner) unchanged(ctx context.Context, p *plan, pinner *pin.Pinner, cur
 	}
 	if prev.Renderer.Version != render.Version(prev.Renderer.Name) {
 		return false
+	}
+	for _, in := range prev.Inputs {
+		if in.Hash == remoteInput {
+			return false // a remote base or file may have moved: render
+		}
 	}
 	sameCommit := p.src.Tree != nil && prev.Source.Commit == p.src.Commit
 	if !sameCommit && !source.Unchanged(p.src.FS, prev.Inputs, prev.Trees) {

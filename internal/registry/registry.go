@@ -32,6 +32,8 @@ type Client struct {
 
 	pullerOnce sync.Once
 	puller     *remote.Puller
+	pusherOnce sync.Once
+	pusher     *remote.Pusher
 
 	mu      sync.Mutex
 	digests map[string]*call[string]
@@ -133,6 +135,23 @@ func (c *Client) Options(ctx context.Context) []remote.Option {
 	opts := append(c.baseOptions(), remote.WithContext(ctx))
 	if c.puller != nil {
 		opts = append(opts, remote.Reuse(c.puller))
+	}
+	return opts
+}
+
+// PushOptions are the remote options for writes, with a shared pusher:
+// one auth handshake per repository, and blobs already uploaded (or
+// mounted) in this run are not uploaded again.
+func (c *Client) PushOptions(ctx context.Context) []remote.Option {
+	c.pusherOnce.Do(func() {
+		p, err := remote.NewPusher(c.baseOptions()...)
+		if err == nil {
+			c.pusher = p
+		}
+	})
+	opts := append(c.baseOptions(), remote.WithContext(ctx))
+	if c.pusher != nil {
+		opts = append(opts, remote.Reuse(c.pusher))
 	}
 	return opts
 }

@@ -1,8 +1,10 @@
 package render
 
 import (
+	"context"
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -19,7 +21,7 @@ import (
 
 // kustomizeDir builds the kustomization in dir, as `kubectl kustomize`
 // would (legacy resource order, no plugins but the built-in ones).
-func kustomizeDir(fsys source.FS, dir string, s v1alpha1.KustomizeRender, remoteFiles *[]string) (objs []*yaml.RNode, origins []string, err error) {
+func kustomizeDir(ctx context.Context, fsys source.FS, dir string, s v1alpha1.KustomizeRender, bases func(context.Context, string) (*Base, error), remoteFiles *[]string) (objs []*yaml.RNode, origins []string, err error) {
 	if s.EnableHelm {
 		return nil, nil, fmt.Errorf("render.kustomize.enableHelm: kustomize's helmCharts run the helm binary; point the sync at the chart (render.helm) instead")
 	}
@@ -32,18 +34,46 @@ func kustomizeDir(fsys source.FS, dir string, s v1alpha1.KustomizeRender, remote
 		opts.LoadRestrictions = types.LoadRestrictionsNone
 	}
 	var refused error
-	kfs := kustomizeFS{fsys: fsys, root: path.Join("/", dir), remote: func(kust, url string) (string, error) {
+	kfs := &kustomizeFS{fsys: fsys, root: path.Join("/", dir)}
+	mounted := map[string]string{}
+	kfs.remote = func(kust, url string) (string, error) {
 		if isRemoteFile(url) {
 			*remoteFiles = append(*remoteFiles, url)
 			return url, nil
 		}
-		if refused == nil {
-			refused = fmt.Errorf("%s: remote base %q: Sluice does not clone remote bases yet; vendor it into the repository", kust, url)
+		// Kustomize takes a base by a path relative to the kustomization.
+		relTo := func(p string) string {
+			r, err := filepath.Rel(path.Dir("/"+kust), p)
+			if err != nil {
+				return p
+			}
+			return filepath.ToSlash(r)
 		}
-		// A path that cannot exist: kustomize fails to load it, and the
-		// error above is what the user sees.
-		return "/.sluice/remote-base-refused", nil
-	}}
+		if p, ok := mounted[url]; ok {
+			return relTo(p), nil
+		}
+		if bases == nil {
+			if refused == nil {
+				refused = fmt.Errorf("%s: remote base %q: remote bases are not read here; vendor it into the repository", kust, url)
+			}
+			// A path that cannot exist: kustomize fails to load it, and the
+			// error above is what the user sees.
+			return "/.sluice/remote-base-refused", nil
+		}
+		b, err := bases(ctx, url)
+		if err != nil {
+			if refused == nil {
+				refused = fmt.Errorf("%s: remote base %q: %w", kust, url, err)
+			}
+			return "/.sluice/remote-base-refused", nil
+		}
+		prefix := fmt.Sprintf(".sluice/remote/%d", len(kfs.mounts))
+		kfs.mounts = append(kfs.mounts, mount{prefix: prefix, fsys: b.FS})
+		*remoteFiles = append(*remoteFiles, url+"@"+b.ID)
+		p := "/" + path.Join(prefix, b.Dir)
+		mounted[url] = p
+		return relTo(p), nil
+	}
 	// krusty panics on some malformed input; a bad overlay must fail its
 	// sync, not the run.
 	defer func() {
@@ -51,7 +81,7 @@ func kustomizeDir(fsys source.FS, dir string, s v1alpha1.KustomizeRender, remote
 			err = fmt.Errorf("kustomize panicked: %v", r)
 		}
 	}()
-	m, err := krusty.MakeKustomizer(opts).Run(&kfs, path.Join("/", dir))
+	m, err := krusty.MakeKustomizer(opts).Run(kfs, path.Join("/", dir))
 	if refused != nil {
 		return nil, nil, refused
 	}

@@ -27,6 +27,44 @@ type kustomizeFS struct {
 	// kustomize should load instead: kustomize would clone it with the git
 	// binary, which Sluice does not run.
 	remote func(kustomization, url string) (string, error)
+	// mounts are remote bases' trees, at paths under /.sluice/remote.
+	mounts []mount
+}
+
+// mount is a tree presented at a path of the kustomize file system.
+type mount struct {
+	prefix string // a path as rel gives it: ".sluice/remote/0"
+	fsys   source.FS
+}
+
+// at maps a kustomize path to the tree holding it and the path there.
+func (k *kustomizeFS) at(p string) (source.FS, string) {
+	r := rel(p)
+	for _, m := range k.mounts {
+		if r == m.prefix {
+			return m.fsys, "."
+		}
+		if strings.HasPrefix(r, m.prefix+"/") {
+			return m.fsys, r[len(m.prefix)+1:]
+		}
+	}
+	return k.fsys, r
+}
+
+// unmap turns a path of a tree back into the kustomize path.
+func (k *kustomizeFS) unmap(fsys source.FS, p string) string {
+	for _, m := range k.mounts {
+		if m.fsys == fsys {
+			if p == "." {
+				return "/" + m.prefix
+			}
+			return "/" + m.prefix + "/" + p
+		}
+	}
+	if p == "." {
+		return "/"
+	}
+	return "/" + p
 }
 
 var _ filesys.FileSystem = &kustomizeFS{}
@@ -49,7 +87,8 @@ func (k *kustomizeFS) RemoveAll(string) error              { return errReadOnly 
 func (k *kustomizeFS) WriteFile(string, []byte) error      { return errReadOnly }
 
 func (k *kustomizeFS) Open(p string) (filesys.File, error) {
-	f, err := k.fsys.Open(rel(p))
+	fsys, r := k.at(p)
+	f, err := fsys.Open(r)
 	if err != nil {
 		return nil, err
 	}
@@ -61,12 +100,14 @@ type readOnlyFile struct{ fs.File }
 func (readOnlyFile) Write([]byte) (int, error) { return 0, errReadOnly }
 
 func (k *kustomizeFS) IsDir(p string) bool {
-	info, err := k.fsys.Stat(rel(p))
+	fsys, r := k.at(p)
+	info, err := fsys.Stat(r)
 	return err == nil && info.IsDir()
 }
 
 func (k *kustomizeFS) ReadDir(p string) ([]string, error) {
-	entries, err := k.fsys.ReadDir(rel(p))
+	fsys, r := k.at(p)
+	entries, err := fsys.ReadDir(r)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +123,8 @@ func (k *kustomizeFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error)
 	if abs == "/." {
 		abs = "/"
 	}
-	info, err := k.fsys.Stat(rel(p))
+	fsys, r := k.at(p)
+	info, err := fsys.Stat(r)
 	if err != nil {
 		return "", "", fmt.Errorf("%s: %w", p, fs.ErrNotExist)
 	}
@@ -93,23 +135,26 @@ func (k *kustomizeFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error)
 }
 
 func (k *kustomizeFS) Exists(p string) bool {
-	_, err := k.fsys.Stat(rel(p))
+	fsys, r := k.at(p)
+	_, err := fsys.Stat(r)
 	return err == nil
 }
 
 func (k *kustomizeFS) Glob(pattern string) ([]string, error) {
-	matches, err := fs.Glob(k.fsys, rel(pattern))
+	fsys, r := k.at(pattern)
+	matches, err := fs.Glob(fsys, r)
 	if err != nil {
 		return nil, err
 	}
 	for i, m := range matches {
-		matches[i] = "/" + m
+		matches[i] = k.unmap(fsys, m)
 	}
 	return matches, nil
 }
 
 func (k *kustomizeFS) ReadFile(p string) ([]byte, error) {
-	data, err := k.fsys.ReadFile(rel(p))
+	fsys, r := k.at(p)
+	data, err := fsys.ReadFile(r)
 	if err != nil {
 		return nil, err
 	}
@@ -120,11 +165,9 @@ func (k *kustomizeFS) ReadFile(p string) ([]byte, error) {
 }
 
 func (k *kustomizeFS) Walk(p string, walkFn filepath.WalkFunc) error {
-	return fs.WalkDir(k.fsys, rel(p), func(name string, d fs.DirEntry, err error) error {
-		full := "/" + name
-		if name == "." {
-			full = "/"
-		}
+	fsys, r := k.at(p)
+	return fs.WalkDir(fsys, r, func(name string, d fs.DirEntry, err error) error {
+		full := k.unmap(fsys, name)
 		if err != nil {
 			return walkFn(full, nil, err)
 		}
@@ -173,7 +216,8 @@ func (k *kustomizeFS) rewrite(file string, data []byte) ([]byte, error) {
 			if item.Kind != yaml.ScalarNode || !looksRemote(r) {
 				continue
 			}
-			if _, err := k.fsys.Stat(path.Join(dir, r)); err == nil {
+			fsys, p := k.at("/" + path.Join(dir, r))
+			if _, err := fsys.Stat(p); err == nil {
 				continue
 			}
 			if k.remote == nil {

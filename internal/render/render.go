@@ -35,6 +35,18 @@ type Options struct {
 	// CacheDir keeps local renders (Local) with the inputs they read, to
 	// skip a render whose inputs did not change; empty keeps none.
 	CacheDir string
+	// Bases opens the remote git bases kustomizations name
+	// ("https://host/org/repo//path?ref=v1"); nil refuses them.
+	Bases func(ctx context.Context, url string) (*Base, error)
+}
+
+// Base is a remote kustomize base as opened: its repository's tree and
+// the base's folder in it.
+type Base struct {
+	FS  source.FS
+	Dir string
+	// ID says what was read (repository and commit), for provenance.
+	ID string
 }
 
 // Result is a render's output and what it read.
@@ -70,7 +82,7 @@ func Render(ctx context.Context, fsys source.FS, dir string, o Options) (*Result
 		if o.Render != nil && o.Render.Kustomize != nil {
 			s = *o.Render.Kustomize
 		}
-		res.Objects, res.Origins, err = kustomizeDir(tr, dir, s, &res.Remote)
+		res.Objects, res.Origins, err = kustomizeDir(ctx, tr, dir, s, o.Bases, &res.Remote)
 	case Helm:
 		s := v1alpha1.HelmRender{ReleaseName: o.ReleaseName}
 		if o.Render != nil && o.Render.Helm != nil {

@@ -102,6 +102,19 @@ func (l Location) Key() string {
 	return strings.ToLower(u.Scheme) + "://" + host + p
 }
 
+// Repository identifies the repository regardless of how it is reached:
+// https and ssh URLs of one host and path are the same repository.
+func (l Location) Repository() string {
+	if l.IsLocal() {
+		return "file://" + filepath.ToSlash(l.Path)
+	}
+	u, err := url.Parse(l.URL)
+	if err != nil {
+		return l.URL
+	}
+	return strings.ToLower(u.Hostname()) + strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), ".git")
+}
+
 // String is the location without credentials.
 func (l Location) String() string {
 	if l.IsLocal() {

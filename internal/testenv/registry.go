@@ -20,6 +20,9 @@ type Registry struct {
 	srv  *httptest.Server
 	// Requests counts the HTTP requests served.
 	Requests atomic.Int64
+	// Uploads counts the blob uploads started (layers and configs pushed;
+	// a blob the registry has is not uploaded).
+	Uploads atomic.Int64
 	// Fail, when set, answers requests whose path contains its key with the
 	// status code it maps to (to test retries and errors).
 	fail atomic.Pointer[func(*http.Request) int]
@@ -32,6 +35,9 @@ func NewRegistry(t TB) *Registry {
 	h := registry.New(registry.Logger(nopLogger()))
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.Requests.Add(1)
+		if req.Method == http.MethodPost && strings.Contains(req.URL.Path, "/blobs/uploads/") {
+			r.Uploads.Add(1)
+		}
 		if f := r.fail.Load(); f != nil {
 			if code := (*f)(req); code != 0 {
 				http.Error(w, http.StatusText(code), code)
@@ -98,4 +104,22 @@ func (r *Registry) Tag(t TB, repo, digest, tag string) {
 	if err := remote.Tag(src.Context().Tag(tag), desc); err != nil {
 		t.Fatalf("tagging %s: %v", tag, err)
 	}
+}
+
+// PushIndex pushes a multi-platform index under repo:tag (repo without
+// host) and returns its digest.
+func (r *Registry) PushIndex(t TB, repoTag string, idx v1.ImageIndex) string {
+	t.Helper()
+	ref, err := name.ParseReference(r.Host + "/" + repoTag)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if err := remote.WriteIndex(ref, idx); err != nil {
+		t.Fatalf("pushing %s: %v", ref, err)
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return d.String()
 }

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/build"
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/source"
+)
+
+type buildFlags struct {
+	files    []string
+	names    []string
+	tag      string
+	insecure []string
+	cacheDir string
+	jobs     int
+	output   string
+}
+
+func newBuildCmd(s Streams) *cobra.Command {
+	f := &buildFlags{}
+	cmd := &cobra.Command{
+		Use:   "build -f PATH...",
+		Short: "Build the Images found in the given files, in parallel, and push them",
+		Long: `Build every Image found in the given files and directories: the mapped files
+of its sources become one reproducible layer on its base image (each
+platform of a multi-platform base), pushed under its tags. An image whose
+inputs (base digest, files, configuration) were built before is only
+tagged: nothing is uploaded.
+
+Exit codes: 0 success, 1 an image failed, 2 invalid input or error.`,
+		Example: `  sluice build -f deploy/images/
+  sluice build -f deploy/images/ --image guestbook --tag dev-alice`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(f.files) == 0 {
+				return exit(2, errors.New("-f is required: the files or directories holding Images"))
+			}
+			if f.tag != "" {
+				if err := v1alpha1.ValidateTag(f.tag); err != nil {
+					return exit(2, fmt.Errorf("--tag: %w", err))
+				}
+			}
+			set, err := config.Load(f.files...)
+			if err != nil {
+				return exit(2, err)
+			}
+			images, err := selectImages(set.Images, f.names)
+			if err != nil {
+				return exit(2, err)
+			}
+			b, err := f.builder()
+			if err != nil {
+				return exit(2, err)
+			}
+			var tags []string
+			if f.tag != "" {
+				tags = []string{f.tag}
+			}
+			results := b.Build(cmd.Context(), images, build.Options{Tags: tags})
+			return printBuild(s, f.output, results)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVarP(&f.files, "filename", "f", nil, "file or directory of Images (repeatable)")
+	fl.StringArrayVar(&f.names, "image", nil, "build only the Image of this name (repeatable)")
+	fl.StringVar(&f.tag, "tag", "", "push every image under this tag too (a mutable deployment tag)")
+	fl.StringArrayVar(&f.insecure, "insecure-registry", nil, "registry host reached over plain HTTP (repeatable; loopback always is)")
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "where clones are cached (default: the user cache directory)")
+	fl.IntVar(&f.jobs, "jobs", 4, "images built at once")
+	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func (f *buildFlags) builder() (*build.Builder, error) {
+	cache, err := gitCache(f.cacheDir)
+	if err != nil {
+		return nil, err
+	}
+	return &build.Builder{Cache: cache, Registry: registry.New(registry.WithInsecure(f.insecure...)), Jobs: f.jobs, Log: os.Stderr}, nil
+}
+
+// gitCache opens the clone cache under dir (default: the user cache).
+func gitCache(dir string) (*source.Cache, error) {
+	if dir == "" {
+		d, err := source.DefaultDir()
+		if err != nil {
+			return nil, fmt.Errorf("finding a cache directory (set --cache-dir): %w", err)
+		}
+		dir = filepath.Dir(d)
+	}
+	return source.NewCache(filepath.Join(dir, "git"), source.WithAuth(source.AuthFromEnv(os.Getenv))), nil
+}
+
+func selectImages(all []config.Image, names []string) ([]config.Image, error) {
+	if len(all) == 0 {
+		return nil, errors.New("no Image found")
+	}
+	if len(names) == 0 {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []config.Image
+	for _, img := range all {
+		if want[img.Name] {
+			out = append(out, img)
+			delete(want, img.Name)
+		}
+	}
+	if len(want) > 0 {
+		var missing []string
+		for n := range want {
+			missing = append(missing, n)
+		}
+		return nil, fmt.Errorf("no Image named %s", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+func printBuild(s Streams, output string, results []build.Result) error {
+	if output == "json" {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			return err
+		}
+	}
+	var failed []string
+	for _, r := range results {
+		if r.Err != nil {
+			failed = append(failed, r.Name)
+			fmt.Fprintf(s.Err, "✗ %s\n", r.Error)
+			continue
+		}
+		if output != "json" {
+			how := "built"
+			if !r.Built {
+				how = "unchanged, tagged"
+			}
+			fmt.Fprintf(s.Out, "%s %s@%s %s [%s] from %s\n", r.Name, r.Image, r.Digest, how, strings.Join(r.Tags, ", "), r.Source)
+		}
+	}
+	if len(failed) > 0 {
+		return exit(1, fmt.Errorf("%d of %d images failed: %s", len(failed), len(results), strings.Join(failed, ", ")))
+	}
+	return nil
+}

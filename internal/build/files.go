@@ -1,0 +1,96 @@
+package build
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/source"
+)
+
+// file is one file laid into the image.
+type file struct {
+	dest string // absolute, slash-separated
+	exec bool
+	data []byte
+	src  string // where it came from, for errors
+}
+
+// collect reads the files a source's mappings name. field is the mappings'
+// field path, for errors ("spec.source[0].mappings").
+func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string) ([]file, error) {
+	var out []file
+	var errs []error
+	for i, m := range mappings {
+		where := fmt.Sprintf("%s[%d]", field, i)
+		matches, err := doublestar.Glob(fsys, m.Src, doublestar.WithFilesOnly(), doublestar.WithFailOnIOErrors())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.src %q: %w", where, m.Src, err))
+			continue
+		}
+		if len(matches) == 0 {
+			errs = append(errs, fmt.Errorf("%s.src %q matches no file in the source", where, m.Src))
+			continue
+		}
+		sort.Strings(matches)
+		single := len(matches) == 1 && matches[0] == m.Src
+		for _, p := range matches {
+			dest := m.Dest
+			if !single {
+				rel := p
+				if m.Strip != "" {
+					strip := strings.TrimSuffix(m.Strip, "/") + "/"
+					if !strings.HasPrefix(p, strip) {
+						errs = append(errs, fmt.Errorf("%s.strip %q is not a prefix of %s", where, m.Strip, p))
+						continue
+					}
+					rel = strings.TrimPrefix(p, strip)
+				}
+				dest = path.Join(m.Dest, rel)
+			}
+			info, err := fsys.Stat(p)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: %w", where, p, err))
+				continue
+			}
+			data, err := fsys.ReadFile(p)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: %w", where, p, err))
+				continue
+			}
+			out = append(out, file{dest: path.Clean(dest), exec: info.Mode()&0o111 != 0, data: data, src: p})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	// Two mappings writing one path: the later wins, as a COPY would.
+	sort.SliceStable(out, func(i, j int) bool { return out[i].dest < out[j].dest })
+	dedup := out[:0]
+	for i, f := range out {
+		if i+1 < len(out) && out[i+1].dest == f.dest {
+			continue
+		}
+		dedup = append(dedup, f)
+	}
+	return dedup, nil
+}
+
+// sameFiles reports whether two file sets are the same paths, modes and
+// contents.
+func sameFiles(a, b []file) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].dest != b[i].dest || a[i].exec != b[i].exec || string(a[i].data) != string(b[i].data) {
+			return false
+		}
+	}
+	return true
+}
