@@ -43,6 +43,23 @@ type Provenance struct {
 	// Manifests is a digest over the folder's other files, so that a folder
 	// edited by hand is repaired on the next run.
 	Manifests string `json:"manifests"`
+	// Takeover, when set, says a developer's takeover rendered the folder,
+	// and locks it: until Expires, a regular hydration skips it.
+	Takeover *Takeover `json:"takeover,omitempty"`
+}
+
+// Takeover records a developer's takeover of a destination folder.
+type Takeover struct {
+	// Owner is user@host.
+	Owner string `json:"owner"`
+	// Commit is the HEAD of the working tree rendered; Diff a hash of its
+	// uncommitted changes to the files the render read ("" when clean).
+	Commit string `json:"commit,omitempty"`
+	Diff   string `json:"diff,omitempty"`
+	// Tag is the mutable deployment tag images were pinned to.
+	Tag string `json:"tag,omitempty"`
+	// Expires ends the lock (RFC 3339).
+	Expires string `json:"expires"`
 }
 
 // ProvenanceSource records the source of a hydrated folder.

@@ -12,8 +12,9 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/build"
-	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/repoconfig"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -32,7 +33,8 @@ func newBuildCmd(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build -f PATH...",
 		Short: "Build the Images found in the given files, in parallel, and push them",
-		Long: `Build every Image found in the given files and directories: the mapped files
+		Long: `Build every Image found in the given files and directories (and in the
+repositories of the RepoConfigs there): the mapped files
 of its sources become one reproducible layer on its base image (each
 platform of a multi-platform base), pushed under its tags. An image whose
 inputs (base digest, files, configuration) were built before is only
@@ -51,17 +53,24 @@ Exit codes: 0 success, 1 an image failed, 2 invalid input or error.`,
 					return exit(2, fmt.Errorf("--tag: %w", err))
 				}
 			}
-			set, err := config.Load(f.files...)
-			if err != nil {
-				return exit(2, err)
-			}
-			images, err := selectImages(set.Images, f.names)
-			if err != nil {
-				return exit(2, err)
-			}
 			b, err := f.builder()
 			if err != nil {
 				return exit(2, err)
+			}
+			l, err := repoconfig.Load(cmd.Context(), b.Cache, f.files, override.Set{})
+			if err != nil {
+				return exit(2, err)
+			}
+			names := f.names
+			if len(names) == 0 {
+				names = nil
+			}
+			images, err := repoconfig.Select(l.Set.Images, names)
+			if err != nil {
+				return exit(2, err)
+			}
+			if len(images) == 0 {
+				return exit(2, errors.New("no Image found"))
 			}
 			var tags []string
 			if f.tag != "" {
@@ -100,34 +109,6 @@ func gitCache(dir string) (*source.Cache, error) {
 		dir = filepath.Dir(d)
 	}
 	return source.NewCache(filepath.Join(dir, "git"), source.WithAuth(source.AuthFromEnv(os.Getenv))), nil
-}
-
-func selectImages(all []config.Image, names []string) ([]config.Image, error) {
-	if len(all) == 0 {
-		return nil, errors.New("no Image found")
-	}
-	if len(names) == 0 {
-		return all, nil
-	}
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
-	var out []config.Image
-	for _, img := range all {
-		if want[img.Name] {
-			out = append(out, img)
-			delete(want, img.Name)
-		}
-	}
-	if len(want) > 0 {
-		var missing []string
-		for n := range want {
-			missing = append(missing, n)
-		}
-		return nil, fmt.Errorf("no Image named %s", strings.Join(missing, ", "))
-	}
-	return out, nil
 }
 
 func printBuild(s Streams, output string, results []build.Result) error {

@@ -113,6 +113,8 @@ func progressLine(r hydrate.Result) string {
 		return fmt.Sprintf("✓ %s committed %s → %s", r.Name, shortSHA(r.Commit), r.Destination)
 	case hydrate.Changed:
 		return fmt.Sprintf("~ %s changed → %s", r.Name, r.Destination)
+	case hydrate.Locked:
+		return lockedLine(r)
 	}
 	return fmt.Sprintf("= %s unchanged", r.Name)
 }
@@ -139,6 +141,9 @@ func (f *hydrateFlags) print(s Streams, report *hydrate.Report) error {
 			if r.Result == hydrate.Failed && !isTerminal(s.Err) {
 				fmt.Fprintf(s.Err, "✗ %s failed: %s\n", r.Name, r.Error)
 			}
+			if r.Result == hydrate.Locked && !isTerminal(s.Err) {
+				fmt.Fprintln(s.Err, lockedLine(r))
+			}
 		}
 	}
 	if err := report.Err(); err != nil {
@@ -157,4 +162,12 @@ func (f *hydrateFlags) print(s Streams, report *hydrate.Report) error {
 		return exit(1, fmt.Errorf("would change: %s", strings.Join(names, ", ")))
 	}
 	return nil
+}
+
+func lockedLine(r hydrate.Result) string {
+	line := fmt.Sprintf("⊘ %s skipped: %s is taken over by %s until %s", r.Name, r.Destination, r.Lock.Owner, r.Lock.Expires)
+	if r.Lock.Tag != "" {
+		line += " (deployment tag " + r.Lock.Tag + ")"
+	}
+	return line
 }

@@ -96,6 +96,6 @@ folder of a destination branch that Flux or Argo CD syncs from.`,
 		},
 	}
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "print progress and debug logs to stderr")
-	root.AddCommand(newHydrateCmd(s, g), newRenderCmd(s), newApplyCmd(s), newDiffCmd(s), newRunCmd(s), newBuildCmd(s), newDevCmd(s), newVersionCmd(s))
+	root.AddCommand(newHydrateCmd(s, g), newRenderCmd(s), newApplyCmd(s), newDiffCmd(s), newRunCmd(s), newBuildCmd(s), newTakeoverCmd(s), newDevCmd(s), newVersionCmd(s))
 	return root
 }

@@ -22,6 +22,8 @@ var layers = map[string][]string{
 	"internal/cluster":     {},
 	"internal/build":       {"api/v1alpha1", "internal/source", "internal/registry", "internal/config"},
 	"internal/override":    {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/pin"},
+	"internal/repoconfig":  {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/pin", "internal/override", "internal/render", "internal/destination", "internal/hydrate", "internal/build"},
+	"internal/takeover":    {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/pin", "internal/override", "internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig"},
 	"internal/session":     {"api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster", "internal/deploy"},
 	"internal/deploy":      {"api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster"},
 	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override",

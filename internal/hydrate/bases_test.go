@@ -53,7 +53,7 @@ spec:
 	// The same sync, with the platform repository overridden to the
 	// branch: the base comes from there.
 	rep = f.run(func(o *Options) {
-		o.Overrides = override.Overrides{Overrides: v1alpha1.Overrides{Repos: []v1alpha1.RepoOverride{{From: platform, To: platform + "?ref=alice/feature"}}}}
+		o.Overrides = override.FromSpec(v1alpha1.Overrides{Repos: []v1alpha1.RepoOverride{{From: platform, To: platform + "?ref=alice/feature"}}}, "", "test")
 	})
 	if r := f.result(rep, "remote"); r.Err != nil || !strings.Contains(f.dstGit("show", "env/dev:apps/remote/configmap-platform.yaml"), "from: feature") {
 		t.Fatalf("remote base overridden: %+v", r)

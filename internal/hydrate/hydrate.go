@@ -55,7 +55,19 @@ type Options struct {
 	Progress func(Result)
 	// Overrides apply to the remote kustomize bases the syncs' sources
 	// name (the syncs themselves are transformed before Run).
-	Overrides override.Overrides
+	Overrides override.Set
+	// Takeover, when set, makes this run a developer's takeover: each
+	// folder's provenance records it and locks the folder until
+	// Takeover.Expires. Folders another owner's unexpired takeover locks
+	// are refused, unless Steal.
+	Takeover *v1alpha1.Takeover
+	// Steal lets a takeover (or Release) take folders another owner locks.
+	Steal bool
+	// Release lifts the locks of this owner: a regular run that writes
+	// their folders back.
+	Release string
+	// Now is the clock locks expire by; the default is time.Now.
+	Now func() time.Time
 }
 
 // Outcome is what became of one sync.
@@ -71,6 +83,8 @@ const (
 	Changed Outcome = "changed"
 	// Failed: nothing of this sync was written.
 	Failed Outcome = "failed"
+	// Locked: a developer's takeover holds the folder; it was left alone.
+	Locked Outcome = "locked"
 )
 
 // Result is the outcome of one sync.
@@ -90,7 +104,9 @@ type Result struct {
 	// inputs were seen unchanged without rendering).
 	Rendered bool `json:"rendered"`
 	// Diff is the unified diff of the folder (dry run only).
-	Diff  string `json:"diff,omitempty"`
+	Diff string `json:"diff,omitempty"`
+	// Lock is the takeover holding the folder (Locked only).
+	Lock  *v1alpha1.Takeover `json:"lock,omitempty"`
 	Error string `json:"error,omitempty"`
 	Err   error  `json:"-"`
 }
@@ -148,6 +164,9 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	start := time.Now()
 

@@ -32,6 +32,13 @@ func commitMessage(plans []*plan) string {
 			fmt.Fprintf(&b, "%s: %s\n", p.ms.Name, sourceLine(p.prov.Source))
 		}
 		fmt.Fprintf(&b, "  into %s\n", p.dstPath)
+		if t := p.prov.Takeover; t != nil {
+			fmt.Fprintf(&b, "  taken over by %s until %s", t.Owner, t.Expires)
+			if t.Tag != "" {
+				fmt.Fprintf(&b, " (deployment tag %s)", t.Tag)
+			}
+			b.WriteString("\n")
+		}
 		for _, c := range imageChanges(p.prev, p.prov) {
 			fmt.Fprintf(&b, "  image %s\n", c)
 		}

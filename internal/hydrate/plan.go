@@ -34,6 +34,7 @@ type plan struct {
 
 	prev     *v1alpha1.Provenance
 	prov     *v1alpha1.Provenance
+	locked   *v1alpha1.Takeover // the lock that kept this run out
 	folder   destination.Folder // nil: nothing to write
 	rendered bool
 	diff     string
@@ -59,6 +60,9 @@ func (p *plan) result() Result {
 	}
 	if p.folder != nil {
 		res.Result = Changed
+	}
+	if p.locked != nil {
+		res.Result, res.Lock = Locked, p.locked
 	}
 	return res
 }
@@ -131,8 +135,18 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	src := o.src
 	p.src = src
 	p.prev = cur.prov
+	if lock := r.lockOf(p.prev); lock != nil {
+		if r.o.Takeover != nil {
+			return fmt.Errorf("%s is taken over by %s until %s: ask them to run `sluice takeover release`, wait, or use --steal", p.dstPath, lock.Owner, lock.Expires)
+		}
+		p.locked = lock
+		return nil
+	}
 	pinner := &pin.Pinner{Registry: r.o.Registry, Commit: src.Commit}
-	if !r.o.Force && p.prev != nil && r.unchanged(ctx, p, pinner, cur) {
+	// A takeover always writes its record (and extends its lock); a
+	// folder a takeover wrote goes back to the regular render.
+	shortcut := !r.o.Force && r.o.Takeover == nil && p.prev != nil && p.prev.Takeover == nil
+	if shortcut && r.unchanged(ctx, p, pinner, cur) {
 		p.prov = p.prev
 		return nil
 	}
@@ -180,6 +194,9 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		Manifests:  destination.Digest(folder.Hashes()),
 	}
 	prov.Fingerprint = fingerprint(ms.ManifestSync, prov.Renderer, prov.Inputs, prov.Chart, prov.Images)
+	if t := r.o.Takeover; t != nil {
+		prov.Takeover = src.takeover(*t, inputs)
+	}
 	data, err := marshalProvenance(prov)
 	if err != nil {
 		return err
@@ -212,6 +229,25 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		p.diff = diffFolders(p.dstPath, old, folder)
 	}
 	return nil
+}
+
+// lockOf returns the takeover that locks a folder against this run: an
+// unexpired one of another owner (the run's own takeover, its Release,
+// and Steal pass).
+func (r *runner) lockOf(prev *v1alpha1.Provenance) *v1alpha1.Takeover {
+	if prev == nil || prev.Takeover == nil {
+		return nil
+	}
+	lock := prev.Takeover
+	expires, err := time.Parse(time.RFC3339, lock.Expires)
+	if err == nil && !r.o.Now().Before(expires) {
+		return nil
+	}
+	switch {
+	case r.o.Steal, r.o.Release != "" && r.o.Release == lock.Owner, r.o.Takeover != nil && r.o.Takeover.Owner == lock.Owner:
+		return nil
+	}
+	return lock
 }
 
 // prefetch starts resolving, in the background, the images a folder was

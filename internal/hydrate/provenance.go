@@ -51,11 +51,13 @@ type provenanceHead struct {
 	Source      v1alpha1.ProvenanceSource `yaml:"source"`
 	Renderer    v1alpha1.Renderer         `yaml:"renderer"`
 	Images      []v1alpha1.PinnedImage    `yaml:"images"`
+	Waiting     []string                  `yaml:"waiting"`
 	Inputs      []v1alpha1.Input          `yaml:"inputs"`
 	Trees       []v1alpha1.Input          `yaml:"trees"`
 	Chart       *v1alpha1.PinnedChart     `yaml:"chart"`
 	Fingerprint string                    `yaml:"fingerprint"`
 	Manifests   string                    `yaml:"manifests"`
+	Takeover    *v1alpha1.Takeover        `yaml:"takeover"`
 }
 
 // parseProvenance reads the head of a record written by
@@ -70,6 +72,7 @@ func parseProvenance(data []byte) (*v1alpha1.Provenance, error) {
 	}
 	return &v1alpha1.Provenance{
 		APIVersion: v1alpha1.APIVersion, Kind: h.Kind, Sync: h.Sync, Source: h.Source, Renderer: h.Renderer,
-		Images: h.Images, Inputs: h.Inputs, Trees: h.Trees, Chart: h.Chart, Fingerprint: h.Fingerprint, Manifests: h.Manifests,
+		Images: h.Images, Waiting: h.Waiting, Inputs: h.Inputs, Trees: h.Trees, Chart: h.Chart, Fingerprint: h.Fingerprint, Manifests: h.Manifests,
+		Takeover: h.Takeover,
 	}, nil
 }

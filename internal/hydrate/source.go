@@ -2,6 +2,8 @@ package hydrate
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -41,4 +43,19 @@ func (r *runner) openSource(ctx context.Context, ms config.ManifestSync) (*sourc
 		render.Warm() // a working tree is read anew each run: renders are likely
 	}
 	return &sourceTree{o}, nil
+}
+
+// takeover completes a takeover record with the state of the working tree
+// rendered: its HEAD, and a hash of its uncommitted changes to what the
+// render read.
+func (s *sourceTree) takeover(t v1alpha1.Takeover, inputs []v1alpha1.Input) *v1alpha1.Takeover {
+	t.Commit = s.Commit
+	if s.Working() && (s.Head == nil || !source.Unchanged(s.Head, inputs, nil)) {
+		h := sha256.New()
+		for _, in := range inputs {
+			fmt.Fprintf(h, "%s %s\n", in.Path, in.Hash)
+		}
+		t.Diff = hex.EncodeToString(h.Sum(nil))[:16]
+	}
+	return &t
 }

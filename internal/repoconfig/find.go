@@ -1,0 +1,207 @@
+// Package repoconfig reconciles RepoConfigs: the Sluice resources found in
+// a repository by globs and label selectors, transformed by overrides,
+// then reconciled in order: Images first (building what is missing), then
+// ManifestSyncs (hydrating with the fresh digests).
+package repoconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/override"
+	"sluice.dev/sluice/internal/source"
+)
+
+// Loaded is the resources to reconcile, overrides applied.
+type Loaded struct {
+	Set *config.Set
+	// Overrides are every override in effect (the caller's, then each
+	// RepoConfig's): they also apply to remote kustomize bases.
+	Overrides override.Set
+	// Sources says what each RepoConfig read ("NAME: REPO@COMMIT").
+	Sources []string
+}
+
+// Load reads the Sluice resources in paths. Each RepoConfig found is
+// expanded into the resources its repository holds (read through the
+// caller's overrides: a --local working tree stands in for it); the
+// caller's overrides, then the RepoConfig's own, transform them. The
+// caller's overrides transform the other resources found in paths.
+func Load(ctx context.Context, cache *source.Cache, paths []string, extra override.Set) (*Loaded, error) {
+	set, err := config.Load(paths...)
+	if err != nil {
+		return nil, err
+	}
+	out := &Loaded{Set: &config.Set{}, Overrides: extra}
+	direct := &config.Set{ManifestSyncs: set.ManifestSyncs, Images: set.Images}
+	// Each of the caller's overrides must apply to something: a
+	// RepoConfig's repository, or any resource. A RepoConfig's own must
+	// apply to what it found.
+	var refs []override.Ref
+	for _, rc := range set.RepoConfigs {
+		refs = append(refs, override.Ref{Repo: rc.Spec.Repo, Ref: rc.Spec.Ref, BaseDir: rc.Origin.Dir})
+	}
+	extraUsed := [][]bool{extra.Used(refs...)}
+	var errs []error
+	for _, rc := range set.RepoConfigs {
+		found, src, err := find(ctx, cache, rc, extra)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		where := fmt.Sprintf("%s:%d: RepoConfig %s: spec.overrides", rc.Origin.File, rc.Origin.LineOf("spec.overrides"), rc.Name)
+		own := override.FromSpec(rc.Spec.Overrides, rc.Origin.Dir, where)
+		used, err := extra.Plus(own).Apply(found)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		extraUsed = append(extraUsed, used[:len(extra.Repos)])
+		if err := own.Unused(used[len(extra.Repos):]); err != nil {
+			errs = append(errs, err)
+		}
+		out.Set.ManifestSyncs = append(out.Set.ManifestSyncs, found.ManifestSyncs...)
+		out.Set.Images = append(out.Set.Images, found.Images...)
+		out.Overrides = out.Overrides.Plus(own)
+		out.Sources = append(out.Sources, fmt.Sprintf("%s: %s", rc.Name, src.Describe()))
+	}
+	used, err := extra.Apply(direct)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := extra.Unused(append(extraUsed, used)...); err != nil {
+		errs = append(errs, err)
+	}
+	out.Set.ManifestSyncs = append(direct.ManifestSyncs, out.Set.ManifestSyncs...)
+	out.Set.Images = append(direct.Images, out.Set.Images...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := out.Set.Validate(); err != nil {
+		return nil, err
+	}
+	if len(out.Set.ManifestSyncs)+len(out.Set.Images) == 0 {
+		return nil, fmt.Errorf("no ManifestSync or Image found in %s", strings.Join(paths, " "))
+	}
+	return out, nil
+}
+
+// find reads a RepoConfig's repository and returns the resources its globs
+// and selectors take, untransformed.
+func find(ctx context.Context, cache *source.Cache, rc config.RepoConfig, extra override.Set) (*config.Set, *source.Opened, error) {
+	fail := func(field string, err error) error {
+		return &config.Error{File: rc.Origin.File, Line: rc.Origin.LineOf(field), Kind: rc.Kind, Name: rc.Name, Field: field, Msg: err.Error()}
+	}
+	repo, ref, _, err := extra.Repo(rc.Spec.Repo, rc.Spec.Ref, rc.Origin.Dir)
+	if err != nil {
+		return nil, nil, fail("spec.repo", err)
+	}
+	src, err := cache.OpenSource(ctx, repo, ref, rc.Origin.Dir)
+	if err != nil {
+		return nil, nil, fail("spec.repo", err)
+	}
+	selectors := make([]labels.Selector, len(rc.Spec.Selectors))
+	for i := range rc.Spec.Selectors {
+		if selectors[i], err = metav1.LabelSelectorAsSelector(&rc.Spec.Selectors[i]); err != nil {
+			return nil, nil, fail(fmt.Sprintf("spec.selectors[%d]", i), err)
+		}
+	}
+	files := map[string]bool{}
+	var errs []error
+	for i, g := range rc.Spec.Globs {
+		matches, err := doublestar.Glob(src.FS, g, doublestar.WithFilesOnly())
+		if err != nil {
+			errs = append(errs, fail(fmt.Sprintf("spec.globs[%d]", i), err))
+			continue
+		}
+		if len(matches) == 0 {
+			errs = append(errs, fail(fmt.Sprintf("spec.globs[%d]", i), fmt.Errorf("%q matches no file in %s", g, src.Describe())))
+		}
+		for _, m := range matches {
+			files[m] = true
+		}
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	names := make([]string, 0, len(files))
+	for f := range files {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	set := &config.Set{}
+	for _, name := range names {
+		data, err := src.FS.ReadFile(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		part, err := config.Parse(displayName(src, name), data)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, ms := range part.ManifestSyncs {
+			if selected(selectors, ms.Labels) {
+				fixOrigin(src, &ms.Origin, &ms.Spec.Source.Repo, &ms.Spec.Source.Ref)
+				set.ManifestSyncs = append(set.ManifestSyncs, ms)
+			}
+		}
+		for _, img := range part.Images {
+			if selected(selectors, img.Labels) {
+				for j := range img.Spec.Source {
+					fixOrigin(src, &img.Origin, &img.Spec.Source[j].Repo, &img.Spec.Source[j].Ref)
+				}
+				set.Images = append(set.Images, img)
+			}
+		}
+	}
+	return set, src, errors.Join(errs...)
+}
+
+func selected(selectors []labels.Selector, l map[string]string) bool {
+	if len(selectors) == 0 {
+		return true
+	}
+	for _, s := range selectors {
+		if s.Matches(labels.Set(l)) {
+			return true
+		}
+	}
+	return false
+}
+
+// displayName is how a found file is named in errors: its path on disk
+// for a working tree, REPO@COMMIT:PATH for a commit's.
+func displayName(src *source.Opened, name string) string {
+	if src.Working() {
+		return filepath.Join(src.Location.Path, filepath.FromSlash(name))
+	}
+	return src.Describe() + ":" + name
+}
+
+// fixOrigin makes a resource found in a commit's tree say, where it names
+// a path of its own repository ("." or "../.."), that repository at that
+// commit: there is no disk directory for the path to be relative to.
+func fixOrigin(src *source.Opened, o *config.Origin, repo, ref *string) {
+	if src.Working() {
+		return
+	}
+	o.Dir = ""
+	loc, err := source.ParseLocation(*repo, "/")
+	if err != nil || !loc.IsLocal() || filepath.IsAbs(*repo) || strings.HasPrefix(*repo, "file://") {
+		return
+	}
+	*repo = src.Location.URL
+	if *ref == "" {
+		*ref = src.Commit
+	}
+}
