@@ -107,8 +107,8 @@ type Result struct {
 	Diff string `json:"diff,omitempty"`
 	// Lock is the takeover holding the folder (Locked only).
 	Lock  *v1alpha1.Takeover `json:"lock,omitempty"`
-	Error string `json:"error,omitempty"`
-	Err   error  `json:"-"`
+	Error string             `json:"error,omitempty"`
+	Err   error              `json:"-"`
 }
 
 // Report holds the results of a run, in the order of the syncs given.
