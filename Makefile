@@ -17,6 +17,7 @@ bench:
 	$(GO) run ./bench hydrate
 	$(GO) run ./bench apply
 	$(GO) run ./bench run
+	$(GO) run ./bench takeover
 
 quickstart:
 	$(GO) run ./cmd/sluice hydrate -f examples/quickstart

@@ -4,6 +4,7 @@
 //	go run ./bench hydrate [-overlays 200] [-bases 20] [-charts 20]
 //	go run ./bench apply   [-n 10]
 //	go run ./bench run     [-n 50]
+//	go run ./bench takeover [-size 8388608]
 //
 // hydrate: `sluice hydrate` on a synthetic monorepo (200 kustomize overlays
 // over 20 shared bases, and 20 Helm charts) against the baseline hydros and
@@ -13,6 +14,9 @@
 // `kubectl apply --server-side -k`, on a real API server started here.
 // run: the time from a file write to the API server's acknowledgement in a
 // `sluice run` session, against `kubectl apply --server-side -k` per save.
+// takeover: a RepoConfig of 10 Images and 30 ManifestSyncs: an unchanged
+// build, and a takeover that rebuilds one image, against that image's
+// layer upload alone.
 package main
 
 import (
@@ -44,8 +48,10 @@ func main() {
 		mainApply()
 	case "run":
 		mainRun()
+	case "takeover":
+		mainTakeover()
 	default:
-		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, apply, run)\n", mode)
+		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, apply, run, takeover)\n", mode)
 		os.Exit(2)
 	}
 }

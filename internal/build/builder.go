@@ -220,8 +220,7 @@ func inputsHash(baseDigest string, files []file, spec v1alpha1.ImageSpec) string
 	h := sha256.New()
 	fmt.Fprintf(h, "sluice-image/v1\nbase %s\n", baseDigest)
 	for _, f := range files {
-		sum := sha256.Sum256(f.data)
-		fmt.Fprintf(h, "file %s %v %x\n", f.dest, f.exec, sum)
+		fmt.Fprintf(h, "file %s %v %s\n", f.dest, f.exec, f.hash)
 	}
 	cfg, _ := json.Marshal(spec.Config) // maps marshal sorted
 	fmt.Fprintf(h, "config %s\n", cfg)

@@ -13,13 +13,19 @@ import (
 	"sluice.dev/sluice/internal/source"
 )
 
-// file is one file laid into the image.
+// file is one file laid into the image. Its content is known by its git
+// blob hash, which a commit's tree gives without reading it: deciding
+// that an image was built before reads no file of a git source.
 type file struct {
 	dest string // absolute, slash-separated
 	exec bool
-	data []byte
-	src  string // where it came from, for errors
+	hash string // git blob hash of the content
+	src  string // its path in fsys
+	fsys source.FS
 }
+
+// read returns the file's content.
+func (f file) read() ([]byte, error) { return f.fsys.ReadFile(f.src) }
 
 // collect reads the files a source's mappings name. field is the mappings'
 // field path, for errors ("spec.source[0].mappings").
@@ -58,12 +64,12 @@ func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string) ([]file,
 				errs = append(errs, fmt.Errorf("%s: %s: %w", where, p, err))
 				continue
 			}
-			data, err := fsys.ReadFile(p)
+			h, err := fsys.Hash(p)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %s: %w", where, p, err))
 				continue
 			}
-			out = append(out, file{dest: path.Clean(dest), exec: info.Mode()&0o111 != 0, data: data, src: p})
+			out = append(out, file{dest: path.Clean(dest), exec: info.Mode()&0o111 != 0, hash: h, src: p, fsys: fsys})
 		}
 	}
 	if len(errs) > 0 {
@@ -88,7 +94,7 @@ func sameFiles(a, b []file) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].dest != b[i].dest || a[i].exec != b[i].exec || string(a[i].data) != string(b[i].data) {
+		if a[i].dest != b[i].dest || a[i].exec != b[i].exec || a[i].hash != b[i].hash {
 			return false
 		}
 	}

@@ -77,10 +77,32 @@ func (l layered) digest() (v1.Hash, error) {
 	return l.image.Digest()
 }
 
+// layers makes the files' layer once per media type, for all platforms.
+type layers struct {
+	files []file
+	made  map[types.MediaType]v1.Layer
+}
+
+func (l *layers) of(mt types.MediaType) (v1.Layer, error) {
+	if ly, ok := l.made[mt]; ok {
+		return ly, nil
+	}
+	ly, err := layer(l.files, mt)
+	if err != nil {
+		return nil, err
+	}
+	if l.made == nil {
+		l.made = map[types.MediaType]v1.Layer{}
+	}
+	l.made[mt] = ly
+	return ly, nil
+}
+
 // lay puts the files onto every platform of the base, with the config.
 func (b *base) lay(files []file, cfg v1alpha1.ImageConfig, labels map[string]string) (layered, error) {
+	ls := &layers{files: files}
 	if b.image != nil {
-		img, err := layOne(b.image, files, cfg, labels)
+		img, err := layOne(b.image, ls, cfg, labels)
 		return layered{image: img}, err
 	}
 	im, err := b.index.IndexManifest()
@@ -98,7 +120,7 @@ func (b *base) lay(files []file, cfg v1alpha1.ImageConfig, labels map[string]str
 		if err != nil {
 			return layered{}, err
 		}
-		out, err := layOne(img, files, cfg, labels)
+		out, err := layOne(img, ls, cfg, labels)
 		if err != nil {
 			return layered{}, fmt.Errorf("platform %s: %w", m.Platform, err)
 		}
@@ -110,7 +132,7 @@ func (b *base) lay(files []file, cfg v1alpha1.ImageConfig, labels map[string]str
 	return layered{index: mutate.AppendManifests(idx, adds...)}, nil
 }
 
-func layOne(img v1.Image, files []file, cfg v1alpha1.ImageConfig, labels map[string]string) (v1.Image, error) {
+func layOne(img v1.Image, ls *layers, cfg v1alpha1.ImageConfig, labels map[string]string) (v1.Image, error) {
 	mt, err := img.MediaType()
 	if err != nil {
 		return nil, err
@@ -119,7 +141,7 @@ func layOne(img v1.Image, files []file, cfg v1alpha1.ImageConfig, labels map[str
 	if mt == types.DockerManifestSchema2 {
 		layerType = types.DockerLayer
 	}
-	l, err := layer(files, layerType)
+	l, err := ls.of(layerType)
 	if err != nil {
 		return nil, err
 	}

@@ -176,7 +176,8 @@ func (w *Work) Push(refs ...string) {
 	if len(refs) == 0 {
 		refs = []string{"HEAD"}
 	}
-	Git(w.t, w.Dir, append([]string{"push", "-q", "origin"}, refs...)...)
+	// A big buffer: the test server (CGI) cannot take chunked requests.
+	Git(w.t, w.Dir, append([]string{"-c", "http.postBuffer=1073741824", "push", "-q", "origin"}, refs...)...)
 }
 
 // Show returns a file's content at a revision of a repository (a bare one

@@ -1,10 +1,12 @@
 package testenv
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -21,8 +23,13 @@ type Registry struct {
 	// Requests counts the HTTP requests served.
 	Requests atomic.Int64
 	// Uploads counts the blob uploads started (layers and configs pushed;
-	// a blob the registry has is not uploaded).
-	Uploads atomic.Int64
+	// a blob the registry has is not uploaded); UploadedBytes sums their
+	// bodies.
+	Uploads       atomic.Int64
+	UploadedBytes atomic.Int64
+	// bandwidth, when set, limits uploads to that many bytes per second,
+	// as a registry reached over a network would.
+	bandwidth atomic.Int64
 	// Fail, when set, answers requests whose path contains its key with the
 	// status code it maps to (to test retries and errors).
 	fail atomic.Pointer[func(*http.Request) int]
@@ -35,8 +42,13 @@ func NewRegistry(t TB) *Registry {
 	h := registry.New(registry.Logger(nopLogger()))
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.Requests.Add(1)
-		if req.Method == http.MethodPost && strings.Contains(req.URL.Path, "/blobs/uploads/") {
-			r.Uploads.Add(1)
+		if strings.Contains(req.URL.Path, "/blobs/uploads/") {
+			if req.Method == http.MethodPost {
+				r.Uploads.Add(1)
+			}
+			if req.Method == http.MethodPatch || req.Method == http.MethodPut {
+				req.Body = &countingBody{ReadCloser: req.Body, n: &r.UploadedBytes, bps: r.bandwidth.Load(), start: time.Now()}
+			}
 		}
 		if f := r.fail.Load(); f != nil {
 			if code := (*f)(req); code != 0 {
@@ -122,4 +134,31 @@ func (r *Registry) PushIndex(t TB, repoTag string, idx v1.ImageIndex) string {
 		t.Fatalf("%v", err)
 	}
 	return d.String()
+}
+
+// Throttle limits uploads to bytesPerSecond (0: no limit).
+func (r *Registry) Throttle(bytesPerSecond int64) { r.bandwidth.Store(bytesPerSecond) }
+
+// countingBody counts the bytes read through it and, with bps set, reads
+// no faster than that.
+type countingBody struct {
+	io.ReadCloser
+	n     *atomic.Int64
+	bps   int64
+	start time.Time
+	read  int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	if c.bps > 0 && len(p) > 64<<10 {
+		p = p[:64<<10]
+	}
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	c.read += int64(n)
+	if c.bps > 0 {
+		due := c.start.Add(time.Duration(float64(c.read) / float64(c.bps) * float64(time.Second)))
+		time.Sleep(time.Until(due))
+	}
+	return n, err
 }
