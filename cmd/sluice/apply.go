@@ -112,10 +112,6 @@ every --interval, acting on each new commit and each moved tag.`,
 
 // reconcile is apply -f: RepoConfigs reconciled once, or every interval.
 func (f *applyFlags) reconcile(cmd *cobra.Command, s Streams) error {
-	cache, b, h, err := f.engine.engines(s)
-	if err != nil {
-		return exit(2, err)
-	}
 	var extra override.Set
 	for _, l := range f.local {
 		r, err := override.Local(l, "")
@@ -132,6 +128,12 @@ func (f *applyFlags) reconcile(cmd *cobra.Command, s Streams) error {
 		extra.Repos = append(extra.Repos, r)
 	}
 	once := func() (*repoconfig.Report, error) {
+		// Fresh engines each round: a run remembers the refs and tags it
+		// resolved, and a new round must see them move.
+		cache, b, h, err := f.engine.engines(s)
+		if err != nil {
+			return nil, exit(2, err)
+		}
 		l, err := repoconfig.Load(cmd.Context(), cache, f.files, extra)
 		if err != nil {
 			return nil, exit(2, err)

@@ -194,6 +194,13 @@ func printReconcile(s Streams, output string, rep *repoconfig.Report) error {
 			}
 			fmt.Fprintf(s.Out, "image %s %s@%s %s [%s] from %s\n", r.Name, r.Image, shortDigestOf(r.Digest), how, strings.Join(r.Tags, ", "), r.Source)
 		}
+		for _, r := range rep.Retagged {
+			if r.Err != nil {
+				fmt.Fprintf(s.Out, "✗ image %s\n", r.Error)
+				continue
+			}
+			fmt.Fprintf(s.Out, "image %s %s@%s tagged %s (from %s)\n", r.Name, r.Image, shortDigestOf(r.Digest), strings.Join(r.Tags, ", "), r.Source)
+		}
 		for _, r := range rep.Syncs {
 			line := progressLine(r)
 			if r.Result == hydrate.Unchanged {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -44,5 +45,29 @@ func TestRepoConfigTakeoverAndBuildCLI(t *testing.T) {
 	_, stderr, code = run(t, "takeover", "-f", rc, cache, "--for", "24h")
 	if code != 2 || !strings.Contains(stderr, "at most 12h") {
 		t.Errorf("--for 24h: exit %d\n%s", code, stderr)
+	}
+}
+
+func TestApplyWatchFollowsNewCommits(t *testing.T) {
+	f := testenv.NewPlatform(t)
+	rc := f.RepoConfig("rc.yaml", "")
+	var out, errb syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		done <- Run(ctx, Streams{In: strings.NewReader(""), Out: &out, Err: &errb}, []string{"apply", "-f", rc, "--cache-dir=" + t.TempDir(), "--watch", "--interval", "200ms"})
+	}()
+	waitFor(t, "the first reconcile", func() bool { return strings.Count(out.String(), "✓ apps-dev committed") == 1 })
+	waitFor(t, "an idle round", func() bool { return strings.Contains(errb.String(), "nothing changed") })
+	f.Code.Write(map[string]string{"deploy/overlays/dev/banner.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: banner}\ndata: {text: pushed}\n"})
+	f.Code.Commit("banner")
+	f.Code.Push("main")
+	waitFor(t, "the new commit hydrated", func() bool { return strings.Count(out.String(), "✓ apps-dev committed") == 2 })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	if !strings.Contains(f.Show("env/dev", "apps/configmap-banner.yaml"), "text: pushed") {
+		t.Error("the pushed change is not in the deploy repository")
 	}
 }

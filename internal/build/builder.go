@@ -54,7 +54,7 @@ type Result struct {
 	// Inputs is the hash of the image's inputs.
 	Inputs string `json:"inputs,omitempty"`
 	// Built is false when an image with the same inputs existed and was
-	// only tagged.
+	// only tagged (or, for Retag, when it was only tagged).
 	Built bool `json:"built"`
 	// Source is the first source's repository and commit ("+dirty" for a
 	// working tree with uncommitted changes to the mapped files).

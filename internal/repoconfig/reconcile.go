@@ -23,19 +23,24 @@ type Options struct {
 	Build []string
 	// Tags are pushed for every image built (a deployment tag).
 	Tags []string
+	// Retag gives the Images not built this tag without building them
+	// (see build.Builder.Retag): a takeover's deployment tag.
+	Retag string
 }
 
 // Report is what a reconcile did.
 type Report struct {
-	Sources []string         `json:"sources,omitempty"`
-	Images  []build.Result   `json:"images"`
-	Syncs   []hydrate.Result `json:"syncs"`
+	Sources []string       `json:"sources,omitempty"`
+	Images  []build.Result `json:"images"`
+	// Retagged are the Images given the deployment tag without a build.
+	Retagged []build.Result   `json:"retagged,omitempty"`
+	Syncs    []hydrate.Result `json:"syncs"`
 }
 
 // Err summarises the failures, nil when there are none.
 func (r *Report) Err() error {
 	var failed []string
-	for _, i := range r.Images {
+	for _, i := range append(append([]build.Result(nil), r.Images...), r.Retagged...) {
 		if i.Err != nil {
 			failed = append(failed, "Image "+i.Name)
 		}
@@ -71,6 +76,17 @@ func Reconcile(ctx context.Context, l *Loaded, o Options) (*Report, error) {
 	rep := &Report{Sources: l.Sources}
 	if len(images) > 0 {
 		rep.Images = o.Builder.Build(ctx, images, build.Options{Tags: o.Tags})
+	}
+	if o.Retag != "" {
+		var others []config.Image
+		for _, img := range l.Set.Images {
+			if !contains(images, img.Name) {
+				others = append(others, img)
+			}
+		}
+		if len(others) > 0 {
+			rep.Retagged = o.Builder.Retag(ctx, others, o.Retag)
+		}
 	}
 	if len(l.Set.ManifestSyncs) > 0 {
 		o.Hydrate.Overrides = l.Overrides
@@ -111,4 +127,13 @@ func Select(all []config.Image, names []string) ([]config.Image, error) {
 		return nil, fmt.Errorf("no Image named %s (found: %s)", strings.Join(missing, ", "), strings.Join(known, ", "))
 	}
 	return out, nil
+}
+
+func contains(images []config.Image, name string) bool {
+	for _, img := range images {
+		if img.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -112,9 +112,11 @@ func DefaultTag() string {
 }
 
 // Take runs a takeover: the resources load through the overrides, the
-// images asked for are built and pushed under the deployment tag, and the
-// syncs hydrate with every image following that tag where it exists, their
-// folders recording the takeover and locked until it expires.
+// images asked for are built and pushed under the deployment tag, the
+// others only tagged with it (where it does not exist yet, at the digest
+// their own tag resolves to), and the syncs hydrate with every image
+// following that tag, their folders recording the takeover and locked
+// until it expires.
 func Take(ctx context.Context, o Options) (*repoconfig.Report, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -143,7 +145,7 @@ func Take(ctx context.Context, o Options) (*repoconfig.Report, error) {
 	h.Takeover = &v1alpha1.Takeover{Owner: o.Owner, Tag: o.Tag, Expires: o.Now().Add(o.For).UTC().Format(time.RFC3339)}
 	h.Steal = o.Steal
 	h.Now = o.Now
-	return repoconfig.Reconcile(ctx, l, repoconfig.Options{Hydrate: h, Builder: o.Builder, Build: build, Tags: []string{o.Tag}})
+	return repoconfig.Reconcile(ctx, l, repoconfig.Options{Hydrate: h, Builder: o.Builder, Build: build, Tags: []string{o.Tag}, Retag: o.Tag})
 }
 
 // Release hands the folders back: the regular configuration (no

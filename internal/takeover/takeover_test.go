@@ -75,7 +75,8 @@ func TestTakeoverFromADirtyTreeRebuildsOneImageAndLocks(t *testing.T) {
 	f := testenv.NewPlatform(t)
 	rc := f.RepoConfig("rc.yaml", "")
 	now := time.Now()
-	regular(t, f, rc, now) // main deployed: both images built, tagged with main's commit
+	main := regular(t, f, rc, now) // main deployed: both images built, tagged with main's commit
+	mainWorker, _ := image(main, "worker")
 	mainHead := f.Code.Head()
 	codeRefs := testenv.Git(t, filepath.Join(f.Git.Root, "code.git"), "show-ref")
 
@@ -95,15 +96,20 @@ func TestTakeoverFromADirtyTreeRebuildsOneImageAndLocks(t *testing.T) {
 	if _, ok := image(rep, "worker"); ok {
 		t.Error("worker was built though not asked for")
 	}
+	// The others are only tagged with the deployment tag, at the digest
+	// their own tag resolves to.
+	if len(rep.Retagged) != 1 || rep.Retagged[0].Name != "worker" || rep.Retagged[0].Digest != mainWorker.Digest || rep.Retagged[0].Source != mainHead {
+		t.Errorf("retagged: %+v", rep.Retagged)
+	}
 	if r := sync(t, rep); r.Result != hydrate.Committed {
 		t.Fatalf("sync: %+v", r)
 	}
-	// guestbook follows the deployment tag; worker, which has none, keeps
-	// the digest its regular tag resolves to.
+	// Both follow the deployment tag: guestbook at its new build, worker
+	// at the digest it had.
 	if dep := f.Show("env/dev", "apps/deployment-guestbook.yaml"); !strings.Contains(dep, "guestbook:dev-alice@"+gb.Digest) {
 		t.Errorf("guestbook:\n%s", dep)
 	}
-	if dep := f.Show("env/dev", "apps/deployment-worker.yaml"); !strings.Contains(dep, "worker:"+mainHead+"@") {
+	if dep := f.Show("env/dev", "apps/deployment-worker.yaml"); !strings.Contains(dep, "worker:dev-alice@"+mainWorker.Digest) {
 		t.Errorf("worker:\n%s", dep)
 	}
 	if !strings.Contains(f.Show("env/dev", "apps/configmap-banner.yaml"), "text: alice") {
