@@ -148,7 +148,7 @@ func runTakeover(tb *benchTB, size int) error {
 		ly := row{name: "(d" + label + ") that one layer alone: tar, gzip, digest, upload", m: median(ds), uploads: 1, bytes: int64(size), note: "in process, no start-up: the floor of (c" + label + ")"}
 		return tk, ly, nil
 	}
-	takeover, layer, err := oneImage("", "svc-3 built and pushed, 9 images re-pinned as they were, 30 folders committed; loopback", 100)
+	takeover, layer, err := oneImage("", "svc-3 built and pushed, 9 images only tagged, 30 folders committed; loopback", 100)
 	if err != nil {
 		return err
 	}
