@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,19 +11,15 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/build"
 	"sluice.dev/sluice/internal/override"
-	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/repoconfig"
-	"sluice.dev/sluice/internal/source"
 )
 
 type buildFlags struct {
-	files    []string
-	names    []string
-	tag      string
-	insecure []string
-	cacheDir string
-	jobs     int
-	output   string
+	engine engineFlags
+	files  []string
+	names  []string
+	tag    string
+	output string
 }
 
 func newBuildCmd(s Streams) *cobra.Command {
@@ -53,7 +47,7 @@ Exit codes: 0 success, 1 an image failed, 2 invalid input or error.`,
 					return exit(2, fmt.Errorf("--tag: %w", err))
 				}
 			}
-			b, err := f.builder()
+			_, b, _, err := f.engine.engines(s)
 			if err != nil {
 				return exit(2, err)
 			}
@@ -84,31 +78,9 @@ Exit codes: 0 success, 1 an image failed, 2 invalid input or error.`,
 	fl.StringArrayVarP(&f.files, "filename", "f", nil, "file or directory of Images (repeatable)")
 	fl.StringArrayVar(&f.names, "image", nil, "build only the Image of this name (repeatable)")
 	fl.StringVar(&f.tag, "tag", "", "push every image under this tag too (a mutable deployment tag)")
-	fl.StringArrayVar(&f.insecure, "insecure-registry", nil, "registry host reached over plain HTTP (repeatable; loopback always is)")
-	fl.StringVar(&f.cacheDir, "cache-dir", "", "where clones are cached (default: the user cache directory)")
-	fl.IntVar(&f.jobs, "jobs", 4, "images built at once")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	f.engine.add(fl)
 	return cmd
-}
-
-func (f *buildFlags) builder() (*build.Builder, error) {
-	cache, err := gitCache(f.cacheDir)
-	if err != nil {
-		return nil, err
-	}
-	return &build.Builder{Cache: cache, Registry: registry.New(registry.WithInsecure(f.insecure...)), Jobs: f.jobs, Log: os.Stderr}, nil
-}
-
-// gitCache opens the clone cache under dir (default: the user cache).
-func gitCache(dir string) (*source.Cache, error) {
-	if dir == "" {
-		d, err := source.DefaultDir()
-		if err != nil {
-			return nil, fmt.Errorf("finding a cache directory (set --cache-dir): %w", err)
-		}
-		dir = filepath.Dir(d)
-	}
-	return source.NewCache(filepath.Join(dir, "git"), source.WithAuth(source.AuthFromEnv(os.Getenv))), nil
 }
 
 func printBuild(s Streams, output string, results []build.Result) error {
@@ -127,15 +99,21 @@ func printBuild(s Streams, output string, results []build.Result) error {
 			continue
 		}
 		if output != "json" {
-			how := "built"
-			if !r.Built {
-				how = "unchanged, tagged"
-			}
-			fmt.Fprintf(s.Out, "%s %s@%s %s [%s] from %s\n", r.Name, r.Image, r.Digest, how, strings.Join(r.Tags, ", "), r.Source)
+			fmt.Fprintln(s.Out, imageLine(r, r.Digest))
 		}
 	}
 	if len(failed) > 0 {
 		return exit(1, fmt.Errorf("%d of %d images failed: %s", len(failed), len(results), strings.Join(failed, ", ")))
 	}
 	return nil
+}
+
+// imageLine is one built image: name, reference, whether it was built or
+// only tagged, tags, source.
+func imageLine(r build.Result, digest string) string {
+	how := "built"
+	if !r.Built {
+		how = "unchanged, tagged"
+	}
+	return fmt.Sprintf("%s %s@%s %s [%s] from %s", r.Name, r.Image, digest, how, strings.Join(r.Tags, ", "), r.Source)
 }

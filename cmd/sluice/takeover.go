@@ -188,11 +188,7 @@ func printReconcile(s Streams, output string, rep *repoconfig.Report) error {
 				fmt.Fprintf(s.Out, "✗ image %s\n", r.Error)
 				continue
 			}
-			how := "built"
-			if !r.Built {
-				how = "unchanged, tagged"
-			}
-			fmt.Fprintf(s.Out, "image %s %s@%s %s [%s] from %s\n", r.Name, r.Image, shortDigestOf(r.Digest), how, strings.Join(r.Tags, ", "), r.Source)
+			fmt.Fprintln(s.Out, "image "+imageLine(r, shortDigestOf(r.Digest)))
 		}
 		for _, r := range rep.Retagged {
 			if r.Err != nil {

@@ -73,6 +73,11 @@ func InputsTag(hash string) string { return "inputs-" + hash[:32] }
 // Build builds the Images in parallel; each one's failure is in its
 // Result.
 func (b *Builder) Build(ctx context.Context, images []config.Image, o Options) []Result {
+	return b.each(ctx, images, func(ctx context.Context, img config.Image) Result { return b.buildOne(ctx, img, o) })
+}
+
+// each runs f for every image, Jobs at a time.
+func (b *Builder) each(ctx context.Context, images []config.Image, f func(context.Context, config.Image) Result) []Result {
 	jobs := b.Jobs
 	if jobs <= 0 {
 		jobs = 4
@@ -82,7 +87,7 @@ func (b *Builder) Build(ctx context.Context, images []config.Image, o Options) [
 	g.SetLimit(jobs)
 	for i, img := range images {
 		g.Go(func() error {
-			r := b.buildOne(gctx, img, o)
+			r := f(gctx, img)
 			if r.Err != nil {
 				r.Error = r.Err.Error()
 			}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"golang.org/x/sync/errgroup"
-
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/registry"
@@ -18,21 +16,7 @@ import (
 // being its first source's commit). An Image none of whose tags exists is
 // an error: it has to be built.
 func (b *Builder) Retag(ctx context.Context, images []config.Image, tag string) []Result {
-	out := make([]Result, len(images))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(b.Jobs, 4))
-	for i, img := range images {
-		g.Go(func() error {
-			r := b.retagOne(gctx, img, tag)
-			if r.Err != nil {
-				r.Error = r.Err.Error()
-			}
-			out[i] = r
-			return nil
-		})
-	}
-	g.Wait()
-	return out
+	return b.each(ctx, images, func(ctx context.Context, img config.Image) Result { return b.retagOne(ctx, img, tag) })
 }
 
 func (b *Builder) retagOne(ctx context.Context, img config.Image, tag string) Result {
