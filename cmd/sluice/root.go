@@ -81,10 +81,15 @@ func newRootCmd(s Streams) *cobra.Command {
 	g := &globalFlags{}
 	root := &cobra.Command{
 		Use:   "sluice",
-		Short: "Render GitOps sources into deploy repositories, every image pinned to a digest",
+		Short: "The machinery between GitOps source repositories and Flux or Argo CD",
 		Long: `Sluice renders kustomize overlays, Helm charts and plain YAML into plain
 manifests, pins every image to a digest, and commits the result into the
-folder of a destination branch that Flux or Argo CD syncs from.`,
+folder of a destination branch that Flux or Argo CD syncs from (hydrate,
+apply -f for RepoConfigs). It builds images without Docker (build), lets a
+developer point the same configuration at a branch or working tree for a
+while (takeover), applies to a cluster (apply, diff), and runs live
+sessions that put the cluster back and hand it to GitOps when they end
+(run).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {

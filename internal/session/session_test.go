@@ -367,7 +367,7 @@ func TestStopFromAnotherProcessAndCleanupOfStaleSessions(t *testing.T) {
 
 	// A session whose process stopped heartbeating goes stale, and cleanup
 	// restores it from its record.
-	s := startSession(t, c, Options{Namespace: ns, LeaseDuration: time.Second})
+	s := startSession(t, c, Options{Namespace: ns, LeaseDuration: 2 * time.Second})
 	if _, err := s.Apply(ctx, parse(t, ns, cm("b", "v: '1'")), cluster.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestStopFromAnotherProcessAndCleanupOfStaleSessions(t *testing.T) {
 	if rs, err := Cleanup(ctx, c, false, StopOptions{}); err != nil || len(rs) != 0 && containsSession(rs, s.Name()) {
 		t.Fatalf("cleanup restored a live session: %v %+v", err, rs)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond)
 	in, err := Get(ctx, c, s.Name())
 	if err != nil || in.State != StateStale {
 		t.Fatalf("state %q, %v", in.State, err)
