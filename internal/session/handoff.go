@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path"
 	"strings"
 
@@ -106,5 +105,5 @@ func (h Handoff) Manifests() ([]byte, error) {
 		}
 		out = append(out, data...)
 	}
-	return append([]byte(fmt.Sprintf("# Flux adopts what `sluice run` left on the cluster: commit this where\n# your cluster's Flux reads its configuration.\n")), out...), nil
+	return append([]byte("# Flux adopts what `sluice run` left on the cluster: commit this where\n# your cluster's Flux reads its configuration.\n"), out...), nil
 }
