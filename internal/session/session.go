@@ -332,7 +332,7 @@ func (s *Session) place(objs []cluster.Object) ([]cluster.Object, error) {
 // it will create, and the prior state of those it will change, with their
 // owners. Objects another live session holds are refused (unless Steal).
 // The record is written, and the owners suspended, before Apply touches
-// anything.
+// anything; a refusal changes nothing, not even the record.
 func (s *Session) account(ctx context.Context, objs []cluster.Object) error {
 	var fresh []cluster.Object
 	for _, o := range objs {
@@ -340,107 +340,115 @@ func (s *Session) account(ctx context.Context, objs []cluster.Object) error {
 			fresh = append(fresh, o)
 		}
 	}
-	namespaces := map[string]bool{}
-	for _, ns := range s.rec.Namespaces {
-		namespaces[ns] = true
-	}
-	for _, o := range objs {
-		if ns := o.GetNamespace(); ns != "" {
-			namespaces[ns] = true
-		}
-	}
-	changed := len(namespaces) != len(s.rec.Namespaces)
+	var add Record
 	if len(fresh) > 0 {
-		lives, err := s.getAll(ctx, fresh)
-		if err != nil {
+		var err error
+		if add, err = s.inspect(ctx, fresh); err != nil {
 			return err
 		}
-		var conflicts []string
-		var newOwners []Owner
-		for i, o := range fresh {
-			ref, live := cluster.RefOf(o.Unstructured), lives[i]
-			if live != nil && live.GetDeletionTimestamp() != nil {
-				return fmt.Errorf("%s (%s) is being deleted: wait until it is gone", ref.Subject(), o.Origin)
-			}
-			if live != nil {
-				if by := live.GetAnnotations()[annotationSession]; by != "" && by != s.o.Name {
-					ok, msg, err := s.take(ctx, by, ref, o.Origin)
-					if err != nil {
-						return err
-					}
-					if !ok {
-						conflicts = append(conflicts, msg)
-					}
-					continue
-				}
-			}
-			if live == nil {
-				s.rec.Created = append(s.rec.Created, ref)
-				continue
-			}
-			data, err := json.Marshal(live.Object)
-			if err != nil {
-				return err
-			}
-			s.rec.Saved = append(s.rec.Saved, Saved{Ref: ref, Object: data})
-			if s.o.Mode != Replace && !s.o.Handoff {
-				continue
-			}
-			owners, err := s.owners(ctx, live)
-			if err != nil {
-				return err
-			}
-			for _, or := range owners {
-				if s.rec.owner(or) || slices.ContainsFunc(newOwners, func(n Owner) bool { return sameObject(n.Ref, or) }) {
-					continue
-				}
-				if s.o.Handoff {
-					return fmt.Errorf("%s is managed by %s: --handoff is for a workload no GitOps tool manages", ref.Subject(), or.Subject())
-				}
-				u, err := s.getOwner(ctx, or)
-				if err != nil {
-					return err
-				}
-				newOwners = append(newOwners, Owner{Ref: or, Prior: priorOf(u)})
-			}
+	}
+	namespaces := len(s.rec.Namespaces)
+	for _, o := range objs {
+		if ns := o.GetNamespace(); ns != "" && !slices.Contains(s.rec.Namespaces, ns) {
+			s.rec.Namespaces = append(s.rec.Namespaces, ns)
 		}
-		if len(conflicts) > 0 {
-			return &ConflictError{Msgs: conflicts}
-		}
-		s.rec.Owners = append(s.rec.Owners, newOwners...)
-		for ns := range namespaces {
-			if !slices.Contains(s.rec.Namespaces, ns) {
-				s.rec.Namespaces = append(s.rec.Namespaces, ns)
-			}
-		}
-		sort.Strings(s.rec.Namespaces)
-		if err := s.store.write(ctx, s.rec); err != nil {
-			return err
-		}
-		for _, o := range newOwners {
-			if err := suspend(ctx, s.c.Kube(), o.Ref, s.o.Name, o.Prior); err != nil {
-				return err
-			}
-		}
+	}
+	sort.Strings(s.rec.Namespaces)
+	if len(fresh) == 0 && namespaces == len(s.rec.Namespaces) {
 		return nil
 	}
-	if changed {
-		for ns := range namespaces {
-			if !slices.Contains(s.rec.Namespaces, ns) {
-				s.rec.Namespaces = append(s.rec.Namespaces, ns)
-			}
+	s.rec.Created = append(s.rec.Created, add.Created...)
+	s.rec.Saved = append(s.rec.Saved, add.Saved...)
+	s.rec.Owners = append(s.rec.Owners, add.Owners...)
+	if err := s.store.write(ctx, s.rec); err != nil {
+		return err
+	}
+	for _, o := range add.Owners {
+		if err := suspend(ctx, s.c.Kube(), o.Ref, s.o.Name, o.Prior); err != nil {
+			return err
 		}
-		sort.Strings(s.rec.Namespaces)
-		return s.store.write(ctx, s.rec)
 	}
 	return nil
 }
 
-// take handles an object another session holds: refused while that
-// session is live (or until it is cleaned up), unless Steal, which copies
-// the holder's record of the object so that whichever session ends last
-// still puts it back as it was before either.
-func (s *Session) take(ctx context.Context, holder string, ref cluster.Ref, origin string) (bool, string, error) {
+// inspect reads the objects the session has not touched yet and works out
+// what the record gains: the ones to create, the prior state of the
+// others, the owners to suspend (with their prior settings). Objects
+// another session holds are conflicts, unless stolen.
+func (s *Session) inspect(ctx context.Context, fresh []cluster.Object) (Record, error) {
+	var add Record
+	lives, err := s.getAll(ctx, fresh)
+	if err != nil {
+		return add, err
+	}
+	var conflicts []string
+	known := func(ref cluster.Ref) bool {
+		return s.rec.owner(ref) || slices.ContainsFunc(add.Owners, func(n Owner) bool { return sameObject(n.Ref, ref) })
+	}
+	for i, o := range fresh {
+		ref, live := cluster.RefOf(o.Unstructured), lives[i]
+		switch {
+		case live == nil:
+			add.Created = append(add.Created, ref)
+			continue
+		case live.GetDeletionTimestamp() != nil:
+			return add, fmt.Errorf("%s (%s) is being deleted: wait until it is gone", ref.Subject(), o.Origin)
+		}
+		if by := live.GetAnnotations()[annotationSession]; by != "" && by != s.o.Name {
+			taken, msg, err := s.take(ctx, by, ref, o.Origin)
+			if err != nil {
+				return add, err
+			}
+			if taken == nil {
+				conflicts = append(conflicts, msg)
+				continue
+			}
+			add.Created = append(add.Created, taken.Created...)
+			add.Saved = append(add.Saved, taken.Saved...)
+			for _, ow := range taken.Owners {
+				if !known(ow.Ref) {
+					add.Owners = append(add.Owners, ow)
+				}
+			}
+			continue
+		}
+		data, err := json.Marshal(live.Object)
+		if err != nil {
+			return add, err
+		}
+		add.Saved = append(add.Saved, Saved{Ref: ref, Object: data})
+		if s.o.Mode != Replace && !s.o.Handoff {
+			continue
+		}
+		owners, err := s.owners(ctx, live)
+		if err != nil {
+			return add, err
+		}
+		for _, or := range owners {
+			if known(or) {
+				continue
+			}
+			if s.o.Handoff {
+				return add, fmt.Errorf("%s is managed by %s: --handoff is for a workload no GitOps tool manages", ref.Subject(), or.Subject())
+			}
+			u, err := s.getOwner(ctx, or)
+			if err != nil {
+				return add, err
+			}
+			add.Owners = append(add.Owners, Owner{Ref: or, Prior: priorOf(u)})
+		}
+	}
+	if len(conflicts) > 0 {
+		return add, &ConflictError{Msgs: conflicts}
+	}
+	return add, nil
+}
+
+// take handles an object another session holds: refused (nil, with why)
+// while that session is live or until it is cleaned up, unless Steal,
+// which copies the holder's record of the object, so that whichever
+// session ends last still puts it back as it was before either.
+func (s *Session) take(ctx context.Context, holder string, ref cluster.Ref, origin string) (*Record, string, error) {
 	info, err := Get(ctx, s.c, holder)
 	state, who := "gone", ""
 	if err == nil {
@@ -451,39 +459,32 @@ func (s *Session) take(ctx context.Context, holder string, ref cluster.Ref, orig
 		if state == StateStale {
 			hint = "run `sluice run cleanup` to restore that session, or use --steal"
 		}
-		return false, fmt.Sprintf("%s (%s) is held by session %s%s, %s: %s", ref.Subject(), origin, holder, who, state, hint), nil
+		return nil, fmt.Sprintf("%s (%s) is held by session %s%s, %s: %s", ref.Subject(), origin, holder, who, state, hint), nil
 	}
 	other := &store{c: s.c.Kube(), name: holder}
 	rec, err := other.read(ctx)
 	if errors.Is(err, ErrNoRecord) {
 		rec = &Record{}
 	} else if err != nil {
-		return false, "", fmt.Errorf("stealing %s from session %s: %w", ref.Subject(), holder, err)
+		return nil, "", fmt.Errorf("stealing %s from session %s: %w", ref.Subject(), holder, err)
 	}
+	taken := &Record{Owners: rec.Owners}
 	switch saved := rec.saved(ref); {
 	case saved != nil:
-		s.rec.Saved = append(s.rec.Saved, *saved)
+		taken.Saved = []Saved{*saved}
 	case rec.created(ref):
-		s.rec.Created = append(s.rec.Created, ref)
+		taken.Created = []cluster.Ref{ref}
 	default:
 		// The holder's record does not know it (it was cleaned up): the
 		// object as it is stands for its prior state.
 		live, err := getRef(ctx, s.c.Kube(), ref)
 		if err != nil {
-			return false, "", err
+			return nil, "", err
 		}
 		data, _ := json.Marshal(live.Object)
-		s.rec.Saved = append(s.rec.Saved, Saved{Ref: ref, Object: data})
+		taken.Saved = []Saved{{Ref: ref, Object: data}}
 	}
-	for _, o := range rec.Owners {
-		if !s.rec.owner(o.Ref) {
-			s.rec.Owners = append(s.rec.Owners, o)
-			if err := suspend(ctx, s.c.Kube(), o.Ref, s.o.Name, o.Prior); err != nil {
-				return false, "", err
-			}
-		}
-	}
-	return true, "", nil
+	return taken, "", nil
 }
 
 // getAll reads the live objects (nil where absent), in parallel.
