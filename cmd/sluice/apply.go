@@ -11,8 +11,6 @@ import (
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/deploy"
 	"sluice.dev/sluice/internal/override"
-	"sluice.dev/sluice/internal/registry"
-	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/repoconfig"
 )
 
@@ -68,15 +66,10 @@ every --interval, acting on each new commit and each moved tag.`,
 			if len(args) != 1 {
 				return exit(2, fmt.Errorf("PATH is required (or -f REPOCONFIG)"))
 			}
-			c, err := f.kube.connect()
+			c, inv, ro, err := f.kube.target(f.inventory)
 			if err != nil {
 				return exit(2, err)
 			}
-			inv, err := f.kube.inventory(c, f.inventory)
-			if err != nil {
-				return exit(2, err)
-			}
-			ro := render.Options{Charts: &render.Charts{Registry: registry.New()}, CacheDir: renderCacheDir()}
 			res, err := deploy.Apply(cmd.Context(), c, args[0], ro, cluster.ApplyOptions{
 				Inventory: inv, Prune: f.prune && inv != nil, Wait: f.wait, Timeout: f.timeout,
 				ContinueOnError: f.continueOnError, Force: f.force,

@@ -8,8 +8,6 @@ import (
 
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/deploy"
-	"sluice.dev/sluice/internal/registry"
-	"sluice.dev/sluice/internal/render"
 )
 
 type diffFlags struct {
@@ -51,15 +49,10 @@ Exit codes: 0 nothing would change (namespaces alike), 1 something would
 			if len(args) != 1 {
 				return exit(2, fmt.Errorf("PATH is required (or --namespace A --against B)"))
 			}
-			c, err := f.kube.connect()
+			c, inv, ro, err := f.kube.target(f.inventory)
 			if err != nil {
 				return exit(2, err)
 			}
-			inv, err := f.kube.inventory(c, f.inventory)
-			if err != nil {
-				return exit(2, err)
-			}
-			ro := render.Options{Charts: &render.Charts{Registry: registry.New()}, CacheDir: renderCacheDir()}
 			res, err := deploy.Diff(cmd.Context(), c, args[0], ro, cluster.DiffOptions{Inventory: inv})
 			if err != nil {
 				return exit(2, err)

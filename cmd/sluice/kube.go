@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/render"
 )
 
 // kubeFlags are kubectl's flags for reaching a cluster.
@@ -59,4 +61,16 @@ func (k *kubeFlags) inventory(c *cluster.Client, s string) (*cluster.Inventory, 
 		return nil, fmt.Errorf("--inventory: %w", err)
 	}
 	return &inv, nil
+}
+
+// target connects, parses --inventory, and gives the render options of a
+// local directory: what apply and diff of PATH need.
+func (k *kubeFlags) target(inventory string) (*cluster.Client, *cluster.Inventory, render.Options, error) {
+	ro := render.Options{Charts: &render.Charts{Registry: registry.New()}, CacheDir: renderCacheDir()}
+	c, err := k.connect()
+	if err != nil {
+		return nil, nil, ro, err
+	}
+	inv, err := k.inventory(c, inventory)
+	return c, inv, ro, err
 }
