@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -185,6 +186,7 @@ func Run(ctx context.Context, c *cluster.Client, o RunOptions) (*Outcome, error)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.RestoreTimeout)
 	defer cancel()
 	out := &Outcome{Reason: reason}
+	var manifestErr error
 	if o.Session.Handoff {
 		h := Handoff{Name: s.o.Name, Namespace: "flux-system", TargetNamespace: s.o.Namespace}
 		if head, err := source.LocalHead(dir); err == nil {
@@ -196,12 +198,12 @@ func Run(ctx context.Context, c *cluster.Client, o RunOptions) (*Outcome, error)
 		if wt != nil {
 			h.URL, h.Branch = source.Redact(o.Repo), o.Ref
 		}
-		if out.Handoff, err = h.Manifests(); err != nil {
-			return out, fmt.Errorf("--handoff: %w (the session is still running: fix this and stop it again, or `sluice run stop %s`)", err, s.o.Name)
+		if out.Handoff, manifestErr = h.Manifests(); manifestErr != nil {
+			manifestErr = fmt.Errorf("--handoff: the objects stay, but no Flux configuration could be written for them: %w", manifestErr)
 		}
 	}
 	out.Restoration, err = s.Stop(rctx)
-	return out, err
+	return out, errors.Join(err, manifestErr)
 }
 
 // chartRelease points a chart at the values of the Flux HelmRelease that
