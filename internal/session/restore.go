@@ -175,12 +175,12 @@ func resetManagedFields(ctx context.Context, kube client.Client, live, want *uns
 // the server's bookkeeping (resource versions, managed fields, generation,
 // timestamps) nor status.
 func sameContent(a, b *unstructured.Unstructured) bool {
-	return reflect.DeepEqual(comparable(a), comparable(b))
+	return reflect.DeepEqual(ownContent(a), ownContent(b))
 }
 
-// comparable is an object without what the server alone sets: resource
+// ownContent is an object without what the server alone sets: resource
 // version, managed fields, generation, timestamps, status.
-func comparable(u *unstructured.Unstructured) map[string]any {
+func ownContent(u *unstructured.Unstructured) map[string]any {
 	obj := u.DeepCopy().Object
 	delete(obj, "status")
 	for _, f := range []string{"resourceVersion", "managedFields", "generation", "creationTimestamp", "deletionTimestamp"} {
