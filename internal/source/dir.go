@@ -58,6 +58,12 @@ func (d *DirFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	return out, nil
 }
 
+// Lstat implements fs.ReadLinkFS.
+func (d *DirFS) Lstat(name string) (fs.FileInfo, error) { return fs.Lstat(d.fsys, name) }
+
+// ReadLink implements fs.ReadLinkFS.
+func (d *DirFS) ReadLink(name string) (string, error) { return fs.ReadLink(d.fsys, name) }
+
 // Stat implements fs.StatFS.
 func (d *DirFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(d.fsys, name) }
 

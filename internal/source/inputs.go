@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strings"
 	"sync"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -16,6 +17,10 @@ import (
 const (
 	hashAbsent = "none"
 	hashDir    = "tree"
+	// hashLink prefixes a symbolic link's target: a link followed is an
+	// input of its own, since pointing it elsewhere changes the render
+	// while neither file it names changes.
+	hashLink = "link:"
 )
 
 // Tracker is an FS that records every path read through it, with the hash
@@ -99,6 +104,37 @@ func (t *Tracker) Stat(name string) (fs.FileInfo, error) {
 	return info, nil
 }
 
+// Lstat implements fs.ReadLinkFS.
+func (t *Tracker) Lstat(name string) (fs.FileInfo, error) {
+	info, err := t.FS.Lstat(name)
+	if err != nil {
+		t.recordErr(name, err)
+		return nil, err
+	}
+	switch {
+	case info.Mode()&fs.ModeSymlink != 0:
+		if target, err := t.FS.ReadLink(name); err == nil {
+			t.record(name, hashLink+target)
+		}
+	case info.IsDir():
+		t.record(name, hashDir)
+	default:
+		t.recordFile(name)
+	}
+	return info, nil
+}
+
+// ReadLink implements fs.ReadLinkFS.
+func (t *Tracker) ReadLink(name string) (string, error) {
+	target, err := t.FS.ReadLink(name)
+	if err != nil {
+		t.recordErr(name, err)
+		return "", err
+	}
+	t.record(name, hashLink+target)
+	return target, nil
+}
+
 func (t *Tracker) recordFile(name string) {
 	if h, err := t.FS.Hash(name); err == nil {
 		t.record(name, h)
@@ -146,6 +182,12 @@ func Current(fsys FS, in v1alpha1.Input) string {
 			return "changed"
 		}
 		return hashDir
+	case strings.HasPrefix(in.Hash, hashLink):
+		target, err := fsys.ReadLink(in.Path)
+		if err != nil {
+			return "changed"
+		}
+		return hashLink + target
 	case len(in.Hash) > len(hashDir) && in.Hash[:len(hashDir)+1] == hashDir+":":
 		entries, err := fsys.ReadDir(in.Path)
 		if err != nil {

@@ -239,6 +239,8 @@ func (e entryInfo) Mode() fs.FileMode {
 		return fs.ModeDir | 0o755
 	case filemode.Executable:
 		return 0o755
+	case filemode.Symlink:
+		return fs.ModeSymlink | 0o777
 	}
 	return 0o644
 }
@@ -280,4 +282,59 @@ func (d *dirFile) ReadDir(n int) ([]fs.DirEntry, error) {
 	n = min(n, len(rest))
 	d.off += n
 	return rest[:n], nil
+}
+
+// lstat finds a path's own entry: its directories' links are followed,
+// a link at its end is not.
+func (t *TreeFS) lstat(name string) (object.TreeEntry, error) {
+	if !fs.ValidPath(name) {
+		return object.TreeEntry{}, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrInvalid}
+	}
+	if name == "." {
+		return object.TreeEntry{Name: ".", Mode: filemode.Dir, Hash: t.root}, nil
+	}
+	t.repo.mu.Lock()
+	defer t.repo.mu.Unlock()
+	dir, base := path.Split(name)
+	parent, err := t.lookupLocked(path.Clean("./"+dir), 0)
+	if err != nil {
+		return object.TreeEntry{}, err
+	}
+	if !isDir(parent.Mode) {
+		return object.TreeEntry{}, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
+	}
+	tree, err := t.repo.tree(parent.Hash)
+	if err != nil {
+		return object.TreeEntry{}, err
+	}
+	e, err := tree.FindEntry(base)
+	if err != nil {
+		return object.TreeEntry{}, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
+	}
+	return *e, nil
+}
+
+// Lstat implements fs.ReadLinkFS: a symbolic link is reported as itself.
+func (t *TreeFS) Lstat(name string) (fs.FileInfo, error) {
+	e, err := t.lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	return entryInfo{name: path.Base(name), mode: e.Mode, size: t.repo.size(e)}, nil
+}
+
+// ReadLink implements fs.ReadLinkFS.
+func (t *TreeFS) ReadLink(name string) (string, error) {
+	e, err := t.lstat(name)
+	if err != nil {
+		return "", err
+	}
+	if e.Mode != filemode.Symlink {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+	}
+	target, err := t.repo.ReadBlob(e.Hash)
+	if err != nil {
+		return "", err
+	}
+	return string(target), nil
 }

@@ -156,6 +156,23 @@ func (w *Work) Write(files map[string]string) *Work {
 	return w
 }
 
+// Link makes symbolic links (path → target, written into the link as
+// given: relative, absolute, or leading anywhere).
+func (w *Work) Link(links map[string]string) *Work {
+	w.t.Helper()
+	for name, target := range links {
+		p := filepath.Join(w.Dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			w.t.Fatalf("%v", err)
+		}
+		os.Remove(p)
+		if err := os.Symlink(target, p); err != nil {
+			w.t.Fatalf("%v", err)
+		}
+	}
+	return w
+}
+
 // Commit commits everything and returns the commit SHA.
 func (w *Work) Commit(msg string) string {
 	w.t.Helper()
