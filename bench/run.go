@@ -101,7 +101,7 @@ func runRun(tb *benchTB, n int) error {
 	if err != nil {
 		return err
 	}
-	c, err := devcluster.Start(context.Background(), devcluster.Options{WithoutCRDs: true, Dir: work})
+	c, err := devcluster.Start(context.Background(), devcluster.Options{WithoutCRDs: true, Dir: work, Build: true})
 	if err != nil {
 		return err
 	}

@@ -75,8 +75,14 @@ type HelmRender struct {
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`
 	// ValuesFiles are read from the chart directory, in order.
 	ValuesFiles []string `json:"valuesFiles,omitempty"`
-	// KubeVersion is the Kubernetes version the chart is rendered for.
+	// KubeVersion is the Kubernetes version the chart is rendered for
+	// (.Capabilities.KubeVersion, and the chart's kubeVersion constraint).
+	// The default is helm's: the version its release binary is built for.
 	KubeVersion string `json:"kubeVersion,omitempty"`
+	// APIVersions are added to the API versions the chart sees in
+	// .Capabilities.APIVersions, as `helm template --api-versions` adds
+	// them ("monitoring.coreos.com/v1/ServiceMonitor").
+	APIVersions []string `json:"apiVersions,omitempty"`
 	// IncludeCRDs renders the chart's crds/ folder too.
 	IncludeCRDs bool `json:"includeCRDs,omitempty"`
 	// Chart is a remote chart to render instead of the source folder.

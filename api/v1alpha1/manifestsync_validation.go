@@ -69,6 +69,11 @@ func (h HelmRender) validate(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("kubeVersion"), h.KubeVersion, "must be a version such as 1.31.0"))
 		}
 	}
+	for i, v := range h.APIVersions {
+		if v == "" || strings.ContainsAny(v, " \t,") || strings.Count(v, "/") > 2 {
+			errs = append(errs, field.Invalid(p.Child("apiVersions").Index(i), v, "must be an API version (\"apps/v1\", \"v1\") or one with a kind (\"monitoring.coreos.com/v1/ServiceMonitor\")"))
+		}
+	}
 	if c := h.Chart; c != nil {
 		cp := p.Child("chart")
 		switch {

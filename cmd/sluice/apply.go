@@ -16,6 +16,7 @@ import (
 
 type applyFlags struct {
 	kube            kubeFlags
+	render          renderFlags
 	files           []string
 	local           []string
 	overrides       []string
@@ -66,7 +67,7 @@ every --interval, acting on each new commit and each moved tag.`,
 			if len(args) != 1 {
 				return exit(2, fmt.Errorf("PATH is required (or -f REPOCONFIG)"))
 			}
-			c, inv, ro, err := f.kube.target(f.inventory)
+			c, inv, ro, err := f.kube.target(f.inventory, &f.render, &f.engine.limits)
 			if err != nil {
 				return exit(2, err)
 			}
@@ -87,6 +88,7 @@ every --interval, acting on each new commit and each moved tag.`,
 	}
 	fl := cmd.Flags()
 	f.kube.add(fl)
+	f.render.add(fl, true)
 	fl.StringVar(&f.inventory, "inventory", "", "record the set as an ApplySet whose parent is this Secret (or configmap/NAME), to prune later")
 	fl.BoolVar(&f.prune, "prune", true, "with --inventory, delete what the set no longer has")
 	fl.BoolVar(&f.wait, "wait", false, "wait until every object is ready (kstatus)")

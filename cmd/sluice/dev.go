@@ -22,7 +22,7 @@ nodes: objects are stored and validated, nothing runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(s.Err, "starting the control plane...")
-			c, err := devcluster.Start(cmd.Context(), devcluster.Options{Assets: assets, WithoutCRDs: noCRDs})
+			c, err := devcluster.Start(cmd.Context(), devcluster.Options{Assets: assets, WithoutCRDs: noCRDs, Build: true})
 			if err != nil {
 				return exit(2, err)
 			}

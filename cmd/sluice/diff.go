@@ -12,6 +12,8 @@ import (
 
 type diffFlags struct {
 	kube      kubeFlags
+	render    renderFlags
+	limits    limitFlags
 	inventory string
 	against   string
 	output    string
@@ -49,7 +51,7 @@ Exit codes: 0 nothing would change (namespaces alike), 1 something would
 			if len(args) != 1 {
 				return exit(2, fmt.Errorf("PATH is required (or --namespace A --against B)"))
 			}
-			c, inv, ro, err := f.kube.target(f.inventory)
+			c, inv, ro, err := f.kube.target(f.inventory, &f.render, &f.limits)
 			if err != nil {
 				return exit(2, err)
 			}
@@ -74,6 +76,8 @@ Exit codes: 0 nothing would change (namespaces alike), 1 something would
 		},
 	}
 	f.kube.add(cmd.Flags())
+	f.render.add(cmd.Flags(), true)
+	f.limits.add(cmd.Flags())
 	cmd.Flags().StringVar(&f.against, "against", "", "compare the objects of --namespace with those of this namespace")
 	cmd.Flags().StringVar(&f.inventory, "inventory", "", "the ApplySet inventory whose members the set no longer has would be deleted")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")

@@ -5,27 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"sluice.dev/sluice/internal/hydrate"
-	"sluice.dev/sluice/internal/registry"
-	"sluice.dev/sluice/internal/render"
-	"sluice.dev/sluice/internal/source"
 )
 
 type hydrateFlags struct {
+	engine   engineFlags
 	files    []string
 	syncs    []string
 	dryRun   bool
 	force    bool
 	out      string
 	output   string
-	insecure []string
-	cacheDir string
 	parallel int
 }
 
@@ -69,36 +63,18 @@ failed (with --dry-run: something would change), 2 invalid input or error.`,
 	fl.BoolVar(&f.force, "force", false, "render and write even the syncs that look unchanged")
 	fl.StringVar(&f.out, "out", "", "write the folders under this directory (DIR/BRANCH/PATH) instead of git")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
-	fl.StringArrayVar(&f.insecure, "insecure-registry", nil, "registry host reached over plain HTTP (repeatable; loopback always is)")
-	fl.StringVar(&f.cacheDir, "cache-dir", "", "where clones and charts are cached (default: the user cache directory)")
 	fl.IntVar(&f.parallel, "parallel", 0, "syncs rendered at once (default: the number of CPUs)")
+	f.engine.addCache(fl)
 	return cmd
 }
 
 func (f *hydrateFlags) options(s Streams, g *globalFlags) (hydrate.Options, error) {
-	dir := f.cacheDir
-	if dir == "" {
-		d, err := source.DefaultDir()
-		if err != nil {
-			return hydrate.Options{}, fmt.Errorf("finding a cache directory (set --cache-dir): %w", err)
-		}
-		dir = filepath.Dir(d)
+	_, _, o, err := f.engine.engines(s)
+	if err != nil {
+		return o, err
 	}
-	reg := registry.New(registry.WithInsecure(f.insecure...))
-	o := hydrate.Options{
-		Cache: source.NewCache(filepath.Join(dir, "git"), source.WithAuth(source.AuthFromEnv(os.Getenv)),
-			// New commits to fetch mean renders ahead: warm kustomize up
-			// while the fetch runs.
-			source.WithFetchHook(render.Warm)),
-		Registry: reg,
-		Charts:   &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
-		Force:    f.force,
-		DryRun:   f.dryRun,
-		OutDir:   f.out,
-		StateDir: dir,
-		Log:      slog.Default(),
-		Parallel: f.parallel,
-	}
+	o.Force, o.DryRun, o.OutDir, o.Parallel = f.force, f.dryRun, f.out, f.parallel
+	o.Log = slog.Default()
 	if f.output == "text" && (isTerminal(s.Err) || g.verbose) {
 		o.Progress = func(r hydrate.Result) { fmt.Fprintln(s.Err, progressLine(r)) }
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"sluice.dev/sluice/internal/cluster"
-	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
 )
 
@@ -64,13 +63,17 @@ func (k *kubeFlags) inventory(c *cluster.Client, s string) (*cluster.Inventory, 
 }
 
 // target connects, parses --inventory, and gives the render options of a
-// local directory: what apply and diff of PATH need.
-func (k *kubeFlags) target(inventory string) (*cluster.Client, *cluster.Inventory, render.Options, error) {
-	ro := render.Options{Charts: &render.Charts{Registry: registry.New()}, CacheDir: renderCacheDir()}
+// local directory for that cluster: what apply and diff of PATH need.
+func (k *kubeFlags) target(inventory string, rf *renderFlags, l *limitFlags) (*cluster.Client, *cluster.Inventory, render.Options, error) {
 	c, err := k.connect()
+	if err != nil {
+		return nil, nil, render.Options{}, err
+	}
+	ro, err := rf.options(c, l)
 	if err != nil {
 		return nil, nil, ro, err
 	}
+	ro.CacheDir = renderCacheDir()
 	inv, err := k.inventory(c, inventory)
 	return c, inv, ro, err
 }

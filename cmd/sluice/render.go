@@ -8,17 +8,17 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/pin"
-	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
 )
 
-type renderFlags struct {
-	pin      bool
-	insecure []string
+type renderCmdFlags struct {
+	pin    bool
+	render renderFlags
+	limits limitFlags
 }
 
 func newRenderCmd(s Streams) *cobra.Command {
-	f := &renderFlags{}
+	f := &renderCmdFlags{}
 	cmd := &cobra.Command{
 		Use:   "render PATH",
 		Short: "Render one local directory (kustomization, chart or plain YAML) to stdout",
@@ -33,15 +33,23 @@ func newRenderCmd(s Streams) *cobra.Command {
 			return writeObjects(s.Out, objs)
 		},
 	}
-	cmd.Flags().BoolVar(&f.pin, "pin", false, "pin every image to the digest its tag points at")
-	cmd.Flags().StringArrayVar(&f.insecure, "insecure-registry", nil, "registry host reached over plain HTTP (repeatable)")
+	fl := cmd.Flags()
+	fl.BoolVar(&f.pin, "pin", false, "pin every image to the digest its tag points at")
+	fl.StringArrayVar(&f.render.insecure, "insecure-registry", nil, "registry host reached over plain HTTP (repeatable)")
+	fl.BoolVar(&f.render.includeCRDs, "include-crds", false, "include a chart's CRDs (crds/) in the output, as helm template --include-crds")
+	f.render.add(fl, false)
+	f.limits.add(fl)
 	return cmd
 }
 
 // renderLocal renders a directory, pinning its images if asked.
-func renderLocal(cmd *cobra.Command, dir string, f *renderFlags) ([]string, error) {
-	reg := registry.New(registry.WithInsecure(f.insecure...))
-	res, _, err := render.Local(cmd.Context(), dir, render.Options{Charts: &render.Charts{Registry: reg}})
+func renderLocal(cmd *cobra.Command, dir string, f *renderCmdFlags) ([]string, error) {
+	ro, err := f.render.options(nil, &f.limits)
+	if err != nil {
+		return nil, err
+	}
+	reg := ro.Charts.Registry
+	res, _, err := render.Local(cmd.Context(), dir, ro)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
 	}

@@ -20,14 +20,14 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/config"
-	"sluice.dev/sluice/internal/registry"
-	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/session"
 	"sluice.dev/sluice/internal/source"
 )
 
 type runFlags struct {
 	kube               kubeFlags
+	render             renderFlags
+	limits             limitFlags
 	file               string
 	session            string
 	mode               string
@@ -77,6 +77,8 @@ deploys is rendered with that HelmRelease's values unless --values is given.`,
 	}
 	fl := cmd.Flags()
 	f.kube.add(fl)
+	f.render.add(fl, true)
+	f.limits.add(fl)
 	fl.StringVarP(&f.file, "filename", "f", "", "a RunConfig file holding these settings (flags override it)")
 	fl.StringVar(&f.session, "session", "", "the session's name on the cluster (default: USER-DIRNAME)")
 	fl.StringVar(&f.mode, "mode", "replace", "replace: apply over the workload, suspending its GitOps owners; version: run beside it in NAMESPACE-SESSION")
@@ -193,7 +195,10 @@ func (f *runFlags) run(cmd *cobra.Command, s Streams, args []string) error {
 	if err := f.confirm(c, s); err != nil {
 		return exit(2, err)
 	}
-	ro := render.Options{Charts: &render.Charts{Registry: registry.New()}}
+	ro, err := f.render.options(c, &f.limits)
+	if err != nil {
+		return exit(2, err)
+	}
 	if len(f.values) > 0 {
 		var files []string
 		for _, v := range f.values {

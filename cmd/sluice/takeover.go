@@ -4,56 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
-	"sluice.dev/sluice/internal/build"
 	"sluice.dev/sluice/internal/hydrate"
-	"sluice.dev/sluice/internal/registry"
-	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/repoconfig"
-	"sluice.dev/sluice/internal/source"
 	"sluice.dev/sluice/internal/takeover"
 )
-
-// engineFlags choose where the engines keep things and reach registries.
-type engineFlags struct {
-	insecure []string
-	cacheDir string
-	jobs     int
-}
-
-func (e *engineFlags) add(fl *pflag.FlagSet) {
-	fl.StringArrayVar(&e.insecure, "insecure-registry", nil, "registry host reached over plain HTTP (repeatable; loopback always is)")
-	fl.StringVar(&e.cacheDir, "cache-dir", "", "where clones and charts are cached (default: the user cache directory)")
-	fl.IntVar(&e.jobs, "jobs", 4, "images built at once")
-}
-
-// engines makes the clone cache, builder and hydration options, sharing
-// one registry client, so syncs pin what was just pushed.
-func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate.Options, error) {
-	dir := e.cacheDir
-	if dir == "" {
-		d, err := source.DefaultDir()
-		if err != nil {
-			return nil, nil, hydrate.Options{}, fmt.Errorf("finding a cache directory (set --cache-dir): %w", err)
-		}
-		dir = filepath.Dir(d)
-	}
-	reg := registry.New(registry.WithInsecure(e.insecure...))
-	cache := source.NewCache(filepath.Join(dir, "git"), source.WithAuth(source.AuthFromEnv(os.Getenv)), source.WithFetchHook(render.Warm))
-	b := &build.Builder{Cache: cache, Registry: reg, Jobs: e.jobs, Log: s.Err}
-	h := hydrate.Options{
-		Cache: cache, Registry: reg, Charts: &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
-		StateDir: dir,
-	}
-	return cache, b, h, nil
-}
 
 type takeoverFlags struct {
 	engine    engineFlags

@@ -26,6 +26,7 @@ type Rendered struct {
 // Render renders a local directory into cluster objects, each with the
 // file it came from (relative to the directory's repository).
 func Render(ctx context.Context, dir string, o render.Options) (*Rendered, error) {
+	o.Origins = true
 	res, root, err := render.Local(ctx, dir, o)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
@@ -62,9 +63,9 @@ func Objects(res *render.Result) ([]cluster.Object, error) {
 	for i, data := range raw {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(data); err != nil {
-			return nil, fmt.Errorf("%s: %w", res.Origins[i], err)
+			return nil, fmt.Errorf("%s: %w", res.Origin(i), err)
 		}
-		out = append(out, cluster.Object{Unstructured: u, Origin: res.Origins[i]})
+		out = append(out, cluster.Object{Unstructured: u, Origin: res.Origin(i)})
 	}
 	return out, nil
 }

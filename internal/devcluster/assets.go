@@ -18,8 +18,9 @@ const AssetsEnv = "SLUICE_KUBE_ASSETS"
 // Assets returns the directory holding kube-apiserver and etcd. Unless
 // $SLUICE_KUBE_ASSETS names one, it runs hack/kube/build.sh of the Sluice
 // source tree holding dir (or the working directory), which builds what is
-// missing into bin/ and returns at once when all is there.
-func Assets(ctx context.Context, dir string) (string, error) {
+// missing into bin/ (when build is set; otherwise it fails saying how to
+// build it) and returns at once when all is there.
+func Assets(ctx context.Context, dir string, build bool) (string, error) {
 	if d := os.Getenv(AssetsEnv); d != "" {
 		for _, b := range []string{"kube-apiserver", "etcd"} {
 			if _, err := os.Stat(filepath.Join(d, b)); err != nil {
@@ -33,10 +34,17 @@ func Assets(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	var out, errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "kube", "build.sh"))
+	var args []string
+	if !build {
+		args = append(args, "--check")
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "kube", "build.sh"), args...)
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
+		if !build {
+			return "", fmt.Errorf("%s", strings.TrimSpace(errb.String()))
+		}
 		return "", fmt.Errorf("building the control plane (hack/kube/build.sh): %w\n%s", err, errb.String())
 	}
 	return strings.TrimSpace(out.String()), nil

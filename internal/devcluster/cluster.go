@@ -13,9 +13,13 @@ import (
 
 // Options say what to start.
 type Options struct {
-	// Assets is the directory of kube-apiserver and etcd; empty finds (and
-	// if need be builds) them with Assets.
+	// Assets is the directory of kube-apiserver and etcd; empty finds them
+	// with Assets (building them if Build is set).
 	Assets string
+	// Build builds kube-apiserver and etcd when they are missing (about 10
+	// minutes): for a person's `sluice dev cluster`, never in a test's
+	// time, where their absence is an error saying how to build them.
+	Build bool
 	// WithoutCRDs leaves the Flux and Argo CD CRDs out.
 	WithoutCRDs bool
 	// Dir receives the kubeconfig; empty makes a temporary directory.
@@ -36,7 +40,7 @@ type Cluster struct {
 // installed and established.
 func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.Assets == "" {
-		dir, err := Assets(ctx, "")
+		dir, err := Assets(ctx, "", o.Build)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/override"
+	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -20,7 +21,7 @@ func TestParseRemoteBase(t *testing.T) {
 		{"https://git.example.com/org/repo.git?ref=main", "https://git.example.com/org/repo.git", "main", ""},
 	}
 	for _, tt := range tests {
-		repo, ref, dir, err := parseRemoteBase(tt.in)
+		repo, ref, dir, err := render.ParseRemoteBase(tt.in)
 		if err != nil || repo != tt.repo || ref != tt.ref || dir != tt.dir {
 			t.Errorf("%s: %q %q %q %v", tt.in, repo, ref, dir, err)
 		}

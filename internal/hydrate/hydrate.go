@@ -68,6 +68,9 @@ type Options struct {
 	Release string
 	// Now is the clock locks expire by; the default is time.Now.
 	Now func() time.Time
+	// Limits bound each sync's render (render.DefaultLimits for zero
+	// fields): a sync past them fails, the others go on.
+	Limits render.Limits
 }
 
 // Outcome is what became of one sync.

@@ -160,6 +160,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	p.rendered = true
 	res, err := render.Render(ctx, src.FS, ms.Spec.Source.Path, render.Options{
 		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.Charts, Bases: r.openBase,
+		Fetch: render.FetchFiles(nil), Limits: r.o.Limits,
 	})
 	if err != nil {
 		return fmt.Errorf("rendering %s %s: %w", src.Describe(), ms.Spec.Source.Path, err)

@@ -13,7 +13,7 @@ import (
 
 // cacheFormat changes when a cached render could differ from a fresh one
 // for reasons its key does not cover.
-const cacheFormat = 1
+const cacheFormat = 2
 
 // cached is a render kept on disk with the inputs it read: while every
 // input has the same hash, the render is the same and need not run again.
@@ -27,11 +27,15 @@ type cached struct {
 
 func cacheKey(dir string, o Options) string {
 	data, _ := json.Marshal(struct {
-		Dir     string
-		Render  *v1alpha1.Render
-		Release string
-		Engines map[string]string
-	}{dir, o.Render, o.ReleaseName, engineVersions()})
+		Dir          string
+		Render       *v1alpha1.Render
+		Release      string
+		Engines      map[string]string
+		Capabilities Capabilities
+		IncludeCRDs  bool
+		Origins      bool
+		Limits       Limits
+	}{dir, o.Render, o.ReleaseName, engineVersions(), o.Capabilities, o.IncludeCRDs, o.Origins, o.Limits.withDefaults()})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
@@ -63,11 +67,11 @@ func toCache(cacheDir, key string, res *Result) {
 	}
 	c := cached{Format: cacheFormat, Renderer: res.Renderer, Inputs: res.Inputs, Origins: res.Origins, Objects: objs}
 	data, err := json.Marshal(c)
-	if err != nil || os.MkdirAll(cacheDir, 0o755) != nil {
+	if err != nil || os.MkdirAll(cacheDir, 0o700) != nil {
 		return
 	}
 	tmp := filepath.Join(cacheDir, key+".tmp")
-	if os.WriteFile(tmp, data, 0o644) == nil {
+	if os.WriteFile(tmp, data, 0o600) == nil {
 		os.Rename(tmp, filepath.Join(cacheDir, key+".json"))
 	}
 }

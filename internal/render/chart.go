@@ -11,11 +11,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -73,6 +74,9 @@ func (c *Charts) resolve(ctx context.Context, ref v1alpha1.HelmChart) (v1alpha1.
 		if err != nil {
 			return p, chartSource{}, fmt.Errorf("chart %s version %s: %w", repoName, version, err)
 		}
+		if !validDigest(digest) {
+			return p, chartSource{}, fmt.Errorf("chart %s version %s: the registry gives %q, which is not a sha256 digest", repoName, version, digest)
+		}
 		p.Version, p.Digest = version, digest
 		return p, chartSource{oci: repoName + "@" + digest}, nil
 	}
@@ -92,9 +96,14 @@ func (c *Charts) resolve(ctx context.Context, ref v1alpha1.HelmChart) (v1alpha1.
 		return p, chartSource{}, err
 	}
 	p.Version = cv.Version
-	p.Digest = cv.Digest
-	if p.Digest != "" && !strings.HasPrefix(p.Digest, "sha256:") {
-		p.Digest = "sha256:" + p.Digest
+	if cv.Digest != "" {
+		// The index is the repository's word, not ours: a digest that is
+		// not one (a path, say) must not become a file name.
+		d := "sha256:" + strings.TrimPrefix(cv.Digest, "sha256:")
+		if !validDigest(d) {
+			return p, chartSource{}, fmt.Errorf("chart %s %s in %s: the index gives %q, which is not a sha256 digest", ref.Name, cv.Version, ref.Repo, cv.Digest)
+		}
+		p.Digest = d
 	}
 	return p, chartSource{url: u}, nil
 }
@@ -105,7 +114,7 @@ func (c *Charts) Fetch(ctx context.Context, ref v1alpha1.HelmChart) (*chart.Char
 	if err != nil {
 		return nil, pinned, err
 	}
-	if data, ok := c.cached(pinned.Digest); ok {
+	if data, ok := c.cached(pinned.Digest, src.oci == ""); ok {
 		ch, err := loader.LoadArchive(bytes.NewReader(data))
 		return ch, pinned, err
 	}
@@ -237,24 +246,47 @@ func (c *Charts) get(ctx context.Context, u string) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
-func (c *Charts) cached(digest string) ([]byte, bool) {
-	if c.CacheDir == "" || digest == "" {
+// digestPattern is a sha256 digest, the only form a cached archive is
+// named by.
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+func validDigest(d string) bool { return digestPattern.MatchString(d) }
+
+// cachePath is where an archive of this digest is kept: a name made of
+// the digest's hex alone, inside the cache directory.
+func (c *Charts) cachePath(digest string) (string, bool) {
+	if c.CacheDir == "" || !validDigest(digest) {
+		return "", false
+	}
+	return filepath.Join(c.CacheDir, "sha256-"+strings.TrimPrefix(digest, "sha256:")+".tgz"), true
+}
+
+// cached returns a kept archive. An https chart's digest is its
+// archive's, and is checked; an OCI chart's is its manifest's, which only
+// names it.
+func (c *Charts) cached(digest string, verify bool) ([]byte, bool) {
+	p, ok := c.cachePath(digest)
+	if !ok {
 		return nil, false
 	}
-	data, err := os.ReadFile(filepath.Join(c.CacheDir, strings.ReplaceAll(digest, ":", "-")+".tgz"))
-	return data, err == nil
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, false
+	}
+	// A cached archive is what its name says, or it is not used.
+	if sum := sha256.Sum256(data); verify && "sha256:"+hex.EncodeToString(sum[:]) != digest {
+		return nil, false
+	}
+	return data, true
 }
 
 func (c *Charts) store(digest string, data []byte) {
-	if c.CacheDir == "" {
+	p, ok := c.cachePath(digest)
+	if !ok || os.MkdirAll(c.CacheDir, 0o700) != nil {
 		return
 	}
-	if err := os.MkdirAll(c.CacheDir, 0o755); err != nil {
-		return
-	}
-	p := filepath.Join(c.CacheDir, strings.ReplaceAll(digest, ":", "-")+".tgz")
 	tmp := p + ".tmp"
-	if os.WriteFile(tmp, data, 0o644) == nil {
+	if os.WriteFile(tmp, data, 0o600) == nil {
 		os.Rename(tmp, p)
 	}
 }

@@ -4,26 +4,34 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
-	"helm.sh/helm/v3/pkg/ignore"
-	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v4/pkg/chart/common"
+	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	"helm.sh/helm/v4/pkg/engine"
+	"helm.sh/helm/v4/pkg/ignore"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/source"
 )
 
-// loadChart reads the chart in dir, honouring its .helmignore, with the
-// dependencies vendored under its charts/ folder.
+// utf8BOM is dropped from the start of chart files, as helm's loader does.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// loadChart reads the chart in dir as helm's directory loader does,
+// honouring its .helmignore, with the dependencies vendored under its
+// charts/ folder. Every file must stay inside the chart's folder: a
+// symbolic link that leads out of it is refused, naming the link.
 func loadChart(fsys source.FS, dir string) (*chart.Chart, error) {
 	rules := ignore.Empty()
 	if data, err := fsys.ReadFile(path.Join(dir, ignore.HelmIgnore)); err == nil {
@@ -32,7 +40,7 @@ func loadChart(fsys source.FS, dir string) (*chart.Chart, error) {
 		}
 	}
 	rules.AddDefaults()
-	var files []*loader.BufferedFile
+	var files []*archive.BufferedFile
 	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -51,6 +59,9 @@ func loadChart(fsys source.FS, dir string) (*chart.Chart, error) {
 			}
 			return nil
 		}
+		if err := contained(fsys, p, dir, "the chart's folder"); err != nil {
+			return err
+		}
 		if d.IsDir() {
 			return nil
 		}
@@ -58,81 +69,92 @@ func loadChart(fsys source.FS, dir string) (*chart.Chart, error) {
 		if err != nil {
 			return err
 		}
-		files = append(files, &loader.BufferedFile{Name: name, Data: data})
+		files = append(files, &archive.BufferedFile{Name: name, Data: bytes.TrimPrefix(data, utf8BOM)})
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return loader.LoadFiles(files)
+	ch, err := loader.LoadFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", dir, err)
+	}
+	return ch, nil
 }
 
-// helmTemplate renders a chart as `helm template` does: manifests and
-// hooks, CRDs when asked, with values merged from the values files (in
-// order) and then the inline values.
-func helmTemplate(ctx context.Context, fsys source.FS, valuesDir string, ch *chart.Chart, s v1alpha1.HelmRender) ([]*yaml.RNode, error) {
+// contained refuses a path whose symbolic links lead outside root.
+func contained(fsys source.FS, name, root, rootName string) error {
+	r, err := source.Resolve(fsys, name)
+	if err != nil {
+		var le *source.LinkError
+		if errors.As(err, &le) {
+			return err
+		}
+		return nil // the read that follows says what is wrong
+	}
+	if !r.Within(root) {
+		if r.Link == name {
+			return fmt.Errorf("%s is a symbolic link to %q (%s), outside %s %s", name, r.Target, r.Path, rootName, root)
+		}
+		return fmt.Errorf("%s: symbolic link %s points to %q, so the file is %s, outside %s %s", name, r.Link, r.Target, r.Path, rootName, root)
+	}
+	return nil
+}
+
+// helmRelease is what a chart is rendered as: `helm template`'s flags.
+type helmRelease struct {
+	settings v1alpha1.HelmRender
+	caps     *common.Capabilities
+	// valuesDir is where values files are read from: the chart's folder
+	// for a local chart, the source folder for a remote one.
+	valuesDir string
+	limits    Limits
+}
+
+// helmTemplate renders a chart as `helm template` of the helm release
+// binary does, in client-only mode: the release name checked, library
+// charts and missing dependencies refused, values merged from the values
+// files (in order) and then the inline values, validated against the
+// charts' schemas, the chart's kubeVersion constraint checked, NOTES left
+// out, CRDs first when asked, then manifests in Helm's install order,
+// then hooks (tests included).
+func helmTemplate(ctx context.Context, fsys source.FS, ch *chart.Chart, r helmRelease) ([]*yaml.RNode, int64, error) {
+	s := r.settings
+	if err := chartutil.ValidateReleaseName(s.ReleaseName); err != nil {
+		return nil, 0, fmt.Errorf("chart %s: release name %q: %w", ch.Name(), s.ReleaseName, err)
+	}
+	if t := ch.Metadata.Type; t != "" && t != "application" {
+		return nil, 0, fmt.Errorf("chart %s: %s charts are not installable", ch.Name(), t)
+	}
 	if missing := missingDependencies(ch); len(missing) > 0 {
-		return nil, fmt.Errorf("chart %s: dependencies missing from its charts/ folder: %s (vendor them with `helm dependency build`)", ch.Name(), strings.Join(missing, ", "))
+		return nil, 0, fmt.Errorf("chart %s: found in Chart.yaml, but missing in charts/ directory: %s (vendor them with `helm dependency build`)", ch.Name(), strings.Join(missing, ", "))
 	}
-	vals := map[string]any{}
-	for _, f := range s.ValuesFiles {
-		p := path.Join(valuesDir, f)
-		data, err := fsys.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("values file %s: %w", p, err)
-		}
-		var m map[string]any
-		if err := sigsyaml.Unmarshal(data, &m); err != nil {
-			return nil, fmt.Errorf("values file %s: %w", p, err)
-		}
-		vals = mergeValues(vals, m)
+	vals, err := helmValues(fsys, r.valuesDir, s)
+	if err != nil {
+		return nil, 0, err
 	}
-	if s.Values != nil && len(s.Values.Raw) > 0 {
-		var m map[string]any
-		if err := json.Unmarshal(s.Values.Raw, &m); err != nil {
-			return nil, fmt.Errorf("render.helm.values: %w", err)
-		}
-		vals = mergeValues(vals, m)
-	}
-	caps := chartutil.DefaultCapabilities.Copy()
-	if s.KubeVersion != "" {
-		kv, err := chartutil.ParseKubeVersion(s.KubeVersion)
-		if err != nil {
-			return nil, fmt.Errorf("render.helm.kubeVersion: %w", err)
-		}
-		caps.KubeVersion = *kv
+	if err := chartutil.ProcessDependencies(ch, vals); err != nil {
+		return nil, 0, fmt.Errorf("chart %s: chart dependencies processing failed: %w", ch.Name(), err)
 	}
 	namespace := s.Namespace
 	if namespace == "" {
 		namespace = "default"
 	}
-	out, err := template(ch, vals, s.ReleaseName, namespace, caps, s.IncludeCRDs)
+	opts := common.ReleaseOptions{Name: s.ReleaseName, Namespace: namespace, Revision: 1, IsInstall: true}
+	values, err := commonutil.ToRenderValuesWithSchemaValidation(ch, vals, opts, r.caps, true)
 	if err != nil {
-		return nil, fmt.Errorf("chart %s: %w", ch.Name(), err)
+		return nil, 0, fmt.Errorf("chart %s: %w", ch.Name(), err)
 	}
-	return ParseObjects("chart "+ch.Name(), out)
-}
-
-// template renders as `helm template` does, in client-only mode: the
-// chart's kubeVersion constraint checked, values validated against the
-// chart's schema, NOTES left out, CRDs first when asked, then manifests
-// in Helm's install order, then hooks.
-func template(ch *chart.Chart, vals map[string]any, release, namespace string, caps *chartutil.Capabilities, includeCRDs bool) ([]byte, error) {
-	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
-		return nil, err
+	if err := validateSchemas(ch, values["Values"].(common.Values)); err != nil {
+		return nil, 0, fmt.Errorf("chart %s: values don't meet the specifications of the schema(s) in the following chart(s):\n%w", ch.Name(), err)
 	}
-	if ch.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, caps.KubeVersion.String()) {
-		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", ch.Metadata.KubeVersion, caps.KubeVersion.String())
+	if ch.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, r.caps.KubeVersion.String()) {
+		return nil, 0, fmt.Errorf("chart %s: chart requires kubeVersion: %s which is incompatible with Kubernetes %s (set render.helm.kubeVersion, or --kube-version, to the cluster's)", ch.Name(), ch.Metadata.KubeVersion, r.caps.KubeVersion.Version)
 	}
-	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
-	values, err := chartutil.ToRenderValuesWithSchemaValidation(ch, vals, opts, caps, false)
+	e := engine.Engine{CustomTemplateFuncs: boundedFuncs(ctx, r.limits)}
+	files, err := e.RenderWithContext(ctx, ch, values)
 	if err != nil {
-		return nil, err
-	}
-	var e engine.Engine
-	files, err := e.Render(ch, values)
-	if err != nil {
-		return nil, err
+		return nil, 0, fmt.Errorf("chart %s: %w", ch.Name(), err)
 	}
 	for name := range files {
 		if strings.HasSuffix(name, "NOTES.txt") {
@@ -141,10 +163,10 @@ func template(ch *chart.Chart, vals map[string]any, release, namespace string, c
 	}
 	hooks, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
 	if err != nil {
-		return nil, err
+		return nil, 0, fmt.Errorf("chart %s: %w", ch.Name(), err)
 	}
 	var b bytes.Buffer
-	if includeCRDs {
+	if s.IncludeCRDs {
 		for _, crd := range ch.CRDObjects() {
 			fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", crd.Filename, crd.File.Data)
 		}
@@ -155,11 +177,48 @@ func template(ch *chart.Chart, vals map[string]any, release, namespace string, c
 	for _, h := range hooks {
 		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", h.Path, h.Manifest)
 	}
-	return b.Bytes(), nil
+	if err := r.limits.checkOutput(0, int64(b.Len())); err != nil {
+		return nil, 0, fmt.Errorf("chart %s: %w", ch.Name(), err)
+	}
+	objs, err := parseObjects("chart "+ch.Name(), b.Bytes(), r.limits.AliasNodes)
+	return objs, int64(b.Len()), err
 }
 
-// missingDependencies lists the dependencies Chart.yaml declares (and
-// does not disable) that the chart's charts/ folder lacks.
+// helmValues merges the values files, in order, then the inline values,
+// as `helm template -f a.yaml -f b.yaml --set-json ...` would. A values
+// file must stay inside the source tree.
+func helmValues(fsys source.FS, dir string, s v1alpha1.HelmRender) (map[string]any, error) {
+	vals := map[string]any{}
+	for _, f := range s.ValuesFiles {
+		p := path.Join(dir, f)
+		if !fs.ValidPath(p) {
+			return nil, fmt.Errorf("render.helm.valuesFiles: %s leaves the source tree", f)
+		}
+		if err := contained(fsys, p, ".", "the source tree"); err != nil {
+			return nil, fmt.Errorf("values file %s: %w", p, err)
+		}
+		data, err := fsys.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("values file %s: %w", p, err)
+		}
+		m, err := common.ReadValues(data)
+		if err != nil {
+			return nil, fmt.Errorf("values file %s: %w", p, err)
+		}
+		vals = loader.MergeMaps(vals, m)
+	}
+	if s.Values != nil && len(s.Values.Raw) > 0 {
+		var m map[string]any
+		if err := json.Unmarshal(s.Values.Raw, &m); err != nil {
+			return nil, fmt.Errorf("render.helm.values: %w", err)
+		}
+		vals = loader.MergeMaps(vals, m)
+	}
+	return vals, nil
+}
+
+// missingDependencies lists the dependencies Chart.yaml declares that the
+// chart's charts/ folder lacks, as helm's check does.
 func missingDependencies(ch *chart.Chart) []string {
 	have := map[string]bool{}
 	for _, d := range ch.Dependencies() {
@@ -199,25 +258,6 @@ func helmOrigins(objs []*yaml.RNode, dir string, remote bool) []string {
 			_, rest, _ := strings.Cut(src, "/")
 			out[i] = path.Join(dir, rest)
 		}
-	}
-	return out
-}
-
-// mergeValues merges b into a as Helm merges values files: maps deeply,
-// everything else replaced.
-func mergeValues(a, b map[string]any) map[string]any {
-	out := make(map[string]any, len(a))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		if vm, ok := v.(map[string]any); ok {
-			if am, ok := out[k].(map[string]any); ok {
-				out[k] = mergeValues(am, vm)
-				continue
-			}
-		}
-		out[k] = v
 	}
 	return out
 }

@@ -2,9 +2,11 @@ package render
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -19,14 +21,30 @@ import (
 	"sluice.dev/sluice/internal/source"
 )
 
-// kustomizeDir builds the kustomization in dir, as `kubectl kustomize`
-// would (legacy resource order, no plugins but the built-in ones).
-func kustomizeDir(ctx context.Context, fsys source.FS, dir string, s v1alpha1.KustomizeRender, bases func(context.Context, string) (*Base, error), remoteFiles *[]string) (objs []*yaml.RNode, origins []string, err error) {
+// kustomizeRun is one kustomize build's settings and what it collects.
+type kustomizeRun struct {
+	settings v1alpha1.KustomizeRender
+	bases    func(context.Context, string) (*Base, error)
+	fetch    func(context.Context, string, int64) ([]byte, error)
+	origins  bool
+	limits   Limits
+	// remote collects the remote bases and files read.
+	remote []string
+}
+
+// kustomizeDir builds the kustomization in dir, as `kustomize build` (and
+// `kubectl kustomize`) would: legacy resource order, the built-in
+// generators and transformers only, files restricted to the
+// kustomization's folder unless the settings say none. Remote bases and
+// files are opened in process and mounted into the tree; kustomize never
+// runs git.
+func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (objs []*yaml.RNode, origins []string, size int64, err error) {
+	s := kr.settings
 	if s.EnableHelm {
-		return nil, nil, fmt.Errorf("render.kustomize.enableHelm: kustomize's helmCharts run the helm binary; point the sync at the chart (render.helm) instead")
+		return nil, nil, 0, fmt.Errorf("render.kustomize.enableHelm: kustomize's helmCharts run the helm binary; point the sync at the chart (render.helm) instead")
 	}
 	opts := krusty.MakeDefaultOptions()
-	// kubectl kustomize sorts in legacy order unless the kustomization says
+	// kustomize sorts in legacy order unless the kustomization says
 	// otherwise; "unspecified" does that without logging a warning.
 	opts.Reorder = krusty.ReorderOptionUnspecified
 	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
@@ -34,14 +52,10 @@ func kustomizeDir(ctx context.Context, fsys source.FS, dir string, s v1alpha1.Ku
 		opts.LoadRestrictions = types.LoadRestrictionsNone
 	}
 	var refused error
-	kfs := &kustomizeFS{fsys: fsys, root: path.Join("/", dir)}
+	kfs := &kustomizeFS{ctx: ctx, fsys: g, root: path.Join("/", dir), origins: kr.origins}
 	mounted := map[string]string{}
-	kfs.remote = func(kust, url string) (string, error) {
-		if isRemoteFile(url) {
-			*remoteFiles = append(*remoteFiles, url)
-			return url, nil
-		}
-		// Kustomize takes a base by a path relative to the kustomization.
+	kfs.remote = func(kust, field, u string) string {
+		// Kustomize takes an entry by a path relative to the kustomization.
 		relTo := func(p string) string {
 			r, err := filepath.Rel(path.Dir("/"+kust), p)
 			if err != nil {
@@ -49,30 +63,47 @@ func kustomizeDir(ctx context.Context, fsys source.FS, dir string, s v1alpha1.Ku
 			}
 			return filepath.ToSlash(r)
 		}
-		if p, ok := mounted[url]; ok {
-			return relTo(p), nil
+		if p, ok := mounted[u]; ok {
+			return relTo(p)
 		}
-		if bases == nil {
+		fail := func(err error) string {
 			if refused == nil {
-				refused = fmt.Errorf("%s: remote base %q: remote bases are not read here; vendor it into the repository", kust, url)
+				refused = fmt.Errorf("%s: %s: %q: %w", kust, field, source.Redact(u), err)
 			}
-			// A path that cannot exist: kustomize fails to load it, and the
-			// error above is what the user sees.
-			return "/.sluice/remote-base-refused", nil
-		}
-		b, err := bases(ctx, url)
-		if err != nil {
-			if refused == nil {
-				refused = fmt.Errorf("%s: remote base %q: %w", kust, url, err)
-			}
-			return "/.sluice/remote-base-refused", nil
+			return refusedPath
 		}
 		prefix := fmt.Sprintf(".sluice/remote/%d", len(kfs.mounts))
-		kfs.mounts = append(kfs.mounts, mount{prefix: prefix, fsys: b.FS})
-		*remoteFiles = append(*remoteFiles, url+"@"+b.ID)
-		p := "/" + path.Join(prefix, b.Dir)
-		mounted[url] = p
-		return relTo(p), nil
+		var p string
+		if isRemoteFile(u) {
+			if kr.fetch == nil {
+				return fail(errors.New("remote files are not fetched here; vendor it into the repository"))
+			}
+			data, err := kr.fetch(ctx, u, kr.limits.FileBytes)
+			if err != nil {
+				return fail(err)
+			}
+			name := remoteFileName(u)
+			fsys := g.mount(newMemFile(name, data))
+			if _, err := fsys.ReadFile(name); err != nil { // counted, and its aliases bounded
+				return fail(err)
+			}
+			kfs.mounts = append(kfs.mounts, mount{prefix: prefix, fsys: fsys})
+			kr.remote = append(kr.remote, u)
+			p = "/" + path.Join(prefix, name)
+		} else {
+			if kr.bases == nil {
+				return fail(errors.New("remote bases are not read here; vendor it into the repository"))
+			}
+			b, err := kr.bases(ctx, u)
+			if err != nil {
+				return fail(err)
+			}
+			kfs.mounts = append(kfs.mounts, mount{prefix: prefix, fsys: g.mount(b.FS)})
+			kr.remote = append(kr.remote, u+"@"+b.ID)
+			p = "/" + path.Join(prefix, b.Dir)
+		}
+		mounted[u] = p
+		return relTo(p)
 	}
 	// krusty panics on some malformed input; a bad overlay must fail its
 	// sync, not the run.
@@ -83,29 +114,60 @@ func kustomizeDir(ctx context.Context, fsys source.FS, dir string, s v1alpha1.Ku
 	}()
 	m, err := krusty.MakeKustomizer(opts).Run(kfs, path.Join("/", dir))
 	if refused != nil {
-		return nil, nil, refused
+		return nil, nil, 0, refused
+	}
+	if kfs.missing != nil {
+		return nil, nil, 0, kfs.missing
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, explainRestrictor(err, g)
+	}
+	if err := kr.limits.checkOutput(m.Size(), 0); err != nil {
+		return nil, nil, 0, err
 	}
 	out, err := m.AsYaml()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
+	}
+	if err := kr.limits.checkOutput(0, int64(len(out))); err != nil {
+		return nil, nil, 0, err
 	}
 	if objs, err = kio.FromBytes(out); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
-	return objs, kfs.origins(objs, dir), nil
+	if kr.origins {
+		origins = kfs.readOrigins(objs, dir)
+	}
+	return objs, origins, int64(len(out)), nil
+}
+
+// restrictorError is kustomize's message for a file outside the
+// kustomization's folder.
+var restrictorError = regexp.MustCompile(`security; file '([^']*)' is not in or below '([^']*)'`)
+
+// explainRestrictor rewrites kustomize's load restrictor error in the
+// words of the source tree: which file, which symbolic link, where it
+// points.
+func explainRestrictor(err error, fsys source.FS) error {
+	m := restrictorError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	file, root := rel(m[1]), rel(m[2])
+	if r, rerr := source.Resolve(fsys, file); rerr == nil && r.Linked() {
+		return fmt.Errorf("%s is a symbolic link to %q (%s), outside the kustomization's folder %s: kustomize loads no file from outside it", file, r.Target, r.Path, root)
+	}
+	return fmt.Errorf("%s is outside the kustomization's folder %s: kustomize loads no file from outside it (render.kustomize.loadRestrictor: none allows files elsewhere in the source)", file, root)
 }
 
 // originAnnotation is where kustomize records each object's file when the
 // kustomization asks for buildMetadata: [originAnnotations].
 const originAnnotation = "config.kubernetes.io/origin"
 
-// origins reads each object's origin annotation (which kustomizeFS asked
-// for) and removes it again unless the kustomization itself wants it, so
-// the output is what `kubectl kustomize` gives.
-func (k *kustomizeFS) origins(objs []*yaml.RNode, dir string) []string {
+// readOrigins reads each object's origin annotation (which kustomizeFS
+// asked for) and removes it again unless the kustomization itself wants
+// it, so the output is what `kustomize build` gives.
+func (k *kustomizeFS) readOrigins(objs []*yaml.RNode, dir string) []string {
 	out := make([]string, len(objs))
 	for i, o := range objs {
 		out[i] = dir

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,21 +15,32 @@ import (
 	"sluice.dev/sluice/internal/source"
 )
 
-// kustomizeFS presents a source.FS to kustomize as a read-only file system
-// rooted at "/". Kustomize cannot leave it: ".." above the root stays at the
-// root, as it does on a real disk.
+// kustomizeFS presents a source tree to kustomize as a read-only file
+// system rooted at "/". Kustomize cannot leave it: ".." above the root
+// stays at the root, and CleanedAbs follows symbolic links itself (as
+// kustomize's on-disk file system does with EvalSymlinks), so that
+// kustomize's own load restrictor sees where a linked file really is and
+// refuses one outside the kustomization's folder.
 type kustomizeFS struct {
+	ctx  context.Context
 	fsys source.FS
-	// root is the folder being built; its kustomization gets
-	// buildMetadata: [originAnnotations], so every object says its file.
+	// root is the folder being built; with origins set, its kustomization
+	// gets buildMetadata: [originAnnotations], so every object says its
+	// file.
 	root           string
+	origins        bool
 	injectedOrigin bool
-	// remote maps a remote resource a kustomization names to what
-	// kustomize should load instead: kustomize would clone it with the git
-	// binary, which Sluice does not run.
-	remote func(kustomization, url string) (string, error)
-	// mounts are remote bases' trees, at paths under /.sluice/remote.
+	// remote maps a remote resource a kustomization names to the path
+	// kustomize should load instead: kustomize would clone it with the
+	// git binary, which Sluice never runs.
+	remote func(kustomization, field, url string) string
+	// mounts are remote bases' trees and fetched files, at paths under
+	// /.sluice/remote.
 	mounts []mount
+	// missing are the resources named that exist neither in the tree nor
+	// as a remote: kustomize is not given the chance to take them for a
+	// git URL.
+	missing error
 }
 
 // mount is a tree presented at a path of the kustomize file system.
@@ -118,13 +130,20 @@ func (k *kustomizeFS) ReadDir(p string) ([]string, error) {
 	return names, nil
 }
 
+// CleanedAbs returns the directory a path is in, and its file name, with
+// every symbolic link on the way followed.
 func (k *kustomizeFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
-	abs := "/" + rel(p)
-	if abs == "/." {
-		abs = "/"
-	}
 	fsys, r := k.at(p)
-	info, err := fsys.Stat(r)
+	res, err := source.Resolve(fsys, r)
+	if err != nil {
+		var le *source.LinkError
+		if errors.As(err, &le) {
+			return "", "", err
+		}
+		return "", "", fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+	}
+	abs := k.unmap(fsys, res.Path)
+	info, err := fsys.Stat(res.Path)
 	if err != nil {
 		return "", "", fmt.Errorf("%s: %w", p, fs.ErrNotExist)
 	}
@@ -153,6 +172,9 @@ func (k *kustomizeFS) Glob(pattern string) ([]string, error) {
 }
 
 func (k *kustomizeFS) ReadFile(p string) ([]byte, error) {
+	if err := k.ctx.Err(); err != nil {
+		return nil, err
+	}
 	fsys, r := k.at(p)
 	data, err := fsys.ReadFile(r)
 	if err != nil {
@@ -189,11 +211,22 @@ func isKustomizationFile(p string) bool {
 	return false
 }
 
-// rewrite adjusts a kustomization as read. Each remote git resource it
-// names is replaced by what k.remote returns for it (a path inside the
-// tree), so that kustomize never runs the git binary to clone it; remote
-// files (http URLs of one YAML) are left to kustomize, which downloads them
-// in process. The root kustomization asks for origin annotations.
+// remoteFields are the kustomization fields whose entries (strings, or a
+// map's "path") kustomize loads as a file or a directory, and so would
+// fetch or clone when they name a URL.
+var remoteFields = map[string]bool{
+	"resources": true, "components": true, "bases": true,
+	"transformers": true, "generators": true, "validators": true,
+	"crds": true, "configurations": true,
+	"patchesStrategicMerge": true, "patches": true, "patchesJson6902": true, "replacements": true,
+}
+
+// rewrite adjusts a kustomization as read. Every entry of a loading field
+// that is not a path of the tree is replaced by what k.remote returns for
+// it (a remote git base or file, opened in process and mounted inside the
+// tree), so that kustomize never runs the git binary; an entry that is
+// neither is recorded as missing. The root kustomization asks for origin
+// annotations when origins are wanted.
 func (k *kustomizeFS) rewrite(file string, data []byte) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
@@ -202,31 +235,31 @@ func (k *kustomizeFS) rewrite(file string, data []byte) ([]byte, error) {
 	m := doc.Content[0]
 	dir := path.Dir(rel(file))
 	changed := false
-	if path.Dir(path.Join("/", rel(file))) == k.root && !k.injectedOrigin {
+	if k.origins && path.Dir(path.Join("/", rel(file))) == k.root && !k.injectedOrigin {
 		changed = k.askForOrigins(m) || changed
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		switch m.Content[i].Value {
-		case "resources", "components", "bases":
-		default:
+		field := m.Content[i].Value
+		if !remoteFields[field] {
 			continue
 		}
-		for _, item := range m.Content[i+1].Content {
+		for _, item := range entries(m.Content[i+1]) {
 			r := item.Value
-			if item.Kind != yaml.ScalarNode || !looksRemote(r) {
+			if r == "" || strings.HasPrefix(r, "/.sluice/") {
 				continue
 			}
 			fsys, p := k.at("/" + path.Join(dir, r))
 			if _, err := fsys.Stat(p); err == nil {
 				continue
 			}
-			if k.remote == nil {
-				continue
+			if !looksRemote(r) {
+				if field == "resources" || field == "components" || field == "bases" {
+					k.missing = errors.Join(k.missing, fmt.Errorf("%s: %s: %q: no such file or folder in the source", rel(file), field, r))
+					item.Value, changed = refusedPath, true
+				}
+				continue // kustomize reports a missing patch or config file itself
 			}
-			to, err := k.remote(rel(file), r)
-			if err != nil {
-				return nil, err
-			}
+			to := k.remote(rel(file), field, r)
 			if to != r {
 				item.Value, changed = to, true
 			}
@@ -236,6 +269,33 @@ func (k *kustomizeFS) rewrite(file string, data []byte) ([]byte, error) {
 		return data, nil
 	}
 	return yaml.Marshal(&doc)
+}
+
+// refusedPath is where a refused or missing remote points kustomize: a
+// path that cannot exist, so kustomize fails to load it, and the error
+// recorded for it is what the user sees.
+const refusedPath = "/.sluice/refused"
+
+// entries are the loadable entries of a kustomization field: its strings,
+// or the "path" of its mappings (patches: [{path: ...}]).
+func entries(n *yaml.Node) []*yaml.Node {
+	if n.Kind != yaml.SequenceNode {
+		return nil
+	}
+	var out []*yaml.Node
+	for _, item := range n.Content {
+		switch item.Kind {
+		case yaml.ScalarNode:
+			out = append(out, item)
+		case yaml.MappingNode:
+			for j := 0; j+1 < len(item.Content); j += 2 {
+				if item.Content[j].Value == "path" && item.Content[j+1].Kind == yaml.ScalarNode {
+					out = append(out, item.Content[j+1])
+				}
+			}
+		}
+	}
+	return out
 }
 
 // askForOrigins adds originAnnotations to a kustomization's buildMetadata
@@ -266,7 +326,8 @@ func (k *kustomizeFS) askForOrigins(m *yaml.Node) bool {
 // from a local path, as kustomize's loader would.
 func looksRemote(r string) bool {
 	switch {
-	case strings.Contains(r, "://"), strings.HasPrefix(r, "git@"), strings.Contains(r, "?ref="), strings.Contains(r, "?version="):
+	case strings.Contains(r, "://"), strings.HasPrefix(r, "git@"), strings.HasPrefix(r, "git::"), strings.HasPrefix(r, "gh:"),
+		strings.Contains(r, "?ref="), strings.Contains(r, "?version="), strings.Contains(r, "?timeout="), strings.Contains(r, "?submodules="):
 		return true
 	}
 	first, _, _ := strings.Cut(r, "/")
@@ -274,7 +335,7 @@ func looksRemote(r string) bool {
 }
 
 // isRemoteFile reports whether a remote resource is a single file fetched
-// over HTTP (kustomize downloads those itself, in process).
+// over HTTP.
 func isRemoteFile(r string) bool {
 	if !strings.HasPrefix(r, "https://") && !strings.HasPrefix(r, "http://") {
 		return false

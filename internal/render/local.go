@@ -32,6 +32,14 @@ func Local(ctx context.Context, dir string, o Options) (*Result, string, error) 
 	}
 	var key string
 	if o.CacheDir != "" {
+		// The cache key holds what a chart is told of the cluster: ask
+		// the cluster now, if this is a chart, rather than in the render.
+		if kind, err := Detect(fsys, filepath.ToSlash(rel), o.Render); err == nil && kind == Helm && o.Cluster != nil {
+			if o.Capabilities, err = o.capabilities(ctx); err != nil {
+				return nil, root, err
+			}
+			o.Cluster = nil
+		}
 		key = cacheKey(abs, o)
 		if res := fromCache(o.CacheDir, key, fsys); res != nil {
 			return res, root, nil

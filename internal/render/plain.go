@@ -12,16 +12,17 @@ import (
 	goyaml "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"sluice.dev/sluice/internal/anchors"
 	"sluice.dev/sluice/internal/source"
 )
 
 // plainDir reads every YAML and JSON file under dir, recursively, in path
 // order, skipping hidden files and folders. Each object's origin is its
-// file and line.
-func plainDir(fsys source.FS, dir string) ([]*yaml.RNode, []string, error) {
-	var objs []*yaml.RNode
-	var origins []string
-	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+// file and line. Every file must be inside dir: a symbolic link that leads
+// out of it is refused, as kustomize refuses one out of a kustomization's
+// folder.
+func plainDir(fsys source.FS, dir string, aliasLimit int) (objs []*yaml.RNode, origins []string, size int64, err error) {
+	err = fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -32,6 +33,9 @@ func plainDir(fsys source.FS, dir string) ([]*yaml.RNode, []string, error) {
 			return nil
 		}
 		if d.IsDir() {
+			if p != dir {
+				return contained(fsys, p, dir, "the folder")
+			}
 			return nil
 		}
 		switch path.Ext(p) {
@@ -39,11 +43,15 @@ func plainDir(fsys source.FS, dir string) ([]*yaml.RNode, []string, error) {
 		default:
 			return nil
 		}
+		if err := contained(fsys, p, dir, "the folder"); err != nil {
+			return err
+		}
 		data, err := fsys.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		nodes, err := ParseObjects(p, data)
+		size += int64(len(data))
+		nodes, err := parseObjects(p, data, aliasLimit)
 		if err != nil {
 			return err
 		}
@@ -53,13 +61,20 @@ func plainDir(fsys source.FS, dir string) ([]*yaml.RNode, []string, error) {
 		objs = append(objs, nodes...)
 		return nil
 	})
-	return objs, origins, err
+	return objs, origins, size, err
 }
 
 // ParseObjects parses a multi-document YAML (or a JSON object) into
 // Kubernetes objects, naming the file, document and line of any that is
-// not one. Empty documents are skipped; a List is expanded.
+// not one. Empty documents are skipped; a List is expanded. YAML aliases
+// are expanded (within anchors.DefaultLimit), so that the objects are
+// plain YAML for whatever reads them next.
 func ParseObjects(file string, data []byte) ([]*yaml.RNode, error) {
+	return parseObjects(file, data, anchors.DefaultLimit)
+}
+
+func parseObjects(file string, data []byte, aliasLimit int) ([]*yaml.RNode, error) {
+	hasAliases := bytes.IndexByte(data, '*') >= 0 && bytes.IndexByte(data, '&') >= 0
 	dec := goyaml.NewDecoder(bytes.NewReader(data))
 	var out []*yaml.RNode
 	for i := 1; ; i++ {
@@ -73,6 +88,15 @@ func ParseObjects(file string, data []byte) ([]*yaml.RNode, error) {
 		if len(doc.Content) == 0 {
 			continue
 		}
+		if hasAliases {
+			if err := anchors.CheckNode(&doc, aliasLimit); err != nil {
+				var ae *anchors.Error
+				if errors.As(err, &ae) {
+					ae.Document = i
+				}
+				return nil, fmt.Errorf("%s: %w; raise the limit with %s if this is expected", file, err, FlagAliasNodes)
+			}
+		}
 		n := yaml.NewRNode(doc.Content[0])
 		if n.IsNilOrEmpty() {
 			continue
@@ -80,6 +104,11 @@ func ParseObjects(file string, data []byte) ([]*yaml.RNode, error) {
 		line := n.YNode().Line
 		if n.YNode().Kind != yaml.MappingNode {
 			return nil, fmt.Errorf("%s: document %d (line %d): not a mapping", file, i, line)
+		}
+		if hasAliases {
+			if err := n.DeAnchor(); err != nil {
+				return nil, fmt.Errorf("%s: document %d (line %d): %w", file, i, line, err)
+			}
 		}
 		if n.GetKind() == "" || n.GetApiVersion() == "" {
 			return nil, fmt.Errorf("%s: document %d (line %d): not a Kubernetes object: apiVersion and kind are required", file, i, line)

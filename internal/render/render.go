@@ -10,7 +10,7 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"helm.sh/helm/v3/pkg/chart"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -36,17 +36,29 @@ type Options struct {
 	// skip a render whose inputs did not change; empty keeps none.
 	CacheDir string
 	// Bases opens the remote git bases kustomizations name
-	// ("https://host/org/repo//path?ref=v1"); nil refuses them.
+	// ("https://host/org/repo//path?ref=v1"), see GitBases; nil refuses
+	// them.
 	Bases func(ctx context.Context, url string) (*Base, error)
-}
-
-// Base is a remote kustomize base as opened: its repository's tree and
-// the base's folder in it.
-type Base struct {
-	FS  source.FS
-	Dir string
-	// ID says what was read (repository and commit), for provenance.
-	ID string
+	// Fetch reads the remote files kustomizations name (an https URL of
+	// one YAML), see FetchFiles; nil refuses them.
+	Fetch func(ctx context.Context, url string, max int64) ([]byte, error)
+	// Capabilities are what charts are told of the cluster; the zero
+	// value is `helm template`'s defaults.
+	Capabilities Capabilities
+	// Cluster, if set, tells the capabilities of the cluster a render is
+	// for, as `helm install` reads them: asked only when a chart is
+	// rendered, its version and API versions stand under the
+	// KubeVersion and APIVersions of Capabilities.
+	Cluster func(context.Context) (Capabilities, error)
+	// IncludeCRDs renders a chart's crds/ folder too, as `helm install`
+	// installs it (a sync's render.helm.includeCRDs asks the same).
+	IncludeCRDs bool
+	// Origins asks for each object's source file (Result.Origins). It
+	// costs a kustomize build several times its CPU on large overlays, so
+	// only callers that show origins ask.
+	Origins bool
+	// Limits bound what the render reads and produces, and its time.
+	Limits Limits
 }
 
 // Result is a render's output and what it read.
@@ -57,32 +69,77 @@ type Result struct {
 	// came from the cache; Nodes gives YAML nodes either way.
 	JSON []json.RawMessage
 	// Origins says, for each object, the file (and line, where known) of
-	// the source tree it came from, for error messages.
+	// the source tree it came from, for error messages; nil unless
+	// Options.Origins asked.
 	Origins []string
 	// Inputs are the paths read, with their hashes.
 	Inputs []v1alpha1.Input
 	// Chart is the remote chart rendered, if any.
 	Chart *v1alpha1.PinnedChart
 	// Remote lists files fetched from outside the source tree (remote
-	// kustomize resources): a render that has any cannot be skipped.
+	// kustomize bases and files): a render that has any cannot be skipped.
 	Remote []string
 }
 
-// Render renders the folder dir of fsys.
+// Origin is the source file of object i, or "" when unknown.
+func (r *Result) Origin(i int) string {
+	if i < len(r.Origins) {
+		return r.Origins[i]
+	}
+	return ""
+}
+
+// Render renders the folder dir of fsys within o.Limits: past its
+// timeout, or when ctx ends, it returns at once (a kustomize build that
+// cannot be interrupted finishes in the background, its result unused).
 func Render(ctx context.Context, fsys source.FS, dir string, o Options) (*Result, error) {
+	lim := o.Limits.withDefaults()
+	rctx, cancel := context.WithTimeout(ctx, lim.Timeout)
+	defer cancel()
+	type outcome struct {
+		res *Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := render(rctx, fsys, dir, o, lim)
+		done <- outcome{res, err}
+	}()
+	select {
+	case out := <-done:
+		if out.err != nil && rctx.Err() != nil && ctx.Err() == nil {
+			return nil, timeoutError(lim)
+		}
+		return out.res, out.err
+	case <-rctx.Done():
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, timeoutError(lim)
+	}
+}
+
+func timeoutError(lim Limits) error {
+	return fmt.Errorf("%w after %s; raise the limit with %s if this is expected", ErrTimeout, lim.Timeout, FlagTimeout)
+}
+
+func render(ctx context.Context, fsys source.FS, dir string, o Options, lim Limits) (*Result, error) {
 	tr := source.Track(fsys)
-	kind, err := Detect(tr, dir, o.Render)
+	g := newGuard(ctx, tr, fsys, lim)
+	kind, err := Detect(g, dir, o.Render)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Renderer: v1alpha1.Renderer{Name: kind, Version: Version(kind)}}
+	var size int64
 	switch kind {
 	case Kustomize:
-		var s v1alpha1.KustomizeRender
+		kr := &kustomizeRun{bases: o.Bases, fetch: o.Fetch, origins: o.Origins, limits: lim}
 		if o.Render != nil && o.Render.Kustomize != nil {
-			s = *o.Render.Kustomize
+			kr.settings = *o.Render.Kustomize
 		}
-		res.Objects, res.Origins, err = kustomizeDir(ctx, tr, dir, s, o.Bases, &res.Remote)
+		res.Objects, res.Origins, size, err = kustomizeDir(ctx, g, dir, kr)
+		res.Remote = kr.remote
 	case Helm:
 		s := v1alpha1.HelmRender{ReleaseName: o.ReleaseName}
 		if o.Render != nil && o.Render.Helm != nil {
@@ -90,6 +147,15 @@ func Render(ctx context.Context, fsys source.FS, dir string, o Options) (*Result
 			if s.ReleaseName == "" {
 				s.ReleaseName = o.ReleaseName
 			}
+		}
+		s.IncludeCRDs = s.IncludeCRDs || o.IncludeCRDs
+		c, cerr := o.capabilities(ctx)
+		if cerr != nil {
+			return nil, cerr
+		}
+		caps, cerr := helmCapabilities(c, s)
+		if cerr != nil {
+			return nil, cerr
 		}
 		var ch *chart.Chart
 		if s.Chart != nil {
@@ -100,20 +166,46 @@ func Render(ctx context.Context, fsys source.FS, dir string, o Options) (*Result
 			ch, pinned, err = o.Charts.Fetch(ctx, *s.Chart)
 			res.Chart = &pinned
 		} else {
-			ch, err = loadChart(tr, dir)
+			ch, err = loadChart(g, dir)
 		}
 		if err == nil {
-			res.Objects, err = helmTemplate(ctx, tr, dir, ch, s)
-			res.Origins = helmOrigins(res.Objects, dir, s.Chart != nil)
+			res.Objects, size, err = helmTemplate(ctx, g, ch, helmRelease{settings: s, caps: caps, valuesDir: dir, limits: lim})
+			if o.Origins {
+				res.Origins = helmOrigins(res.Objects, dir, s.Chart != nil)
+			}
 		}
 	case Plain:
-		res.Objects, res.Origins, err = plainDir(tr, dir)
+		var origins []string
+		res.Objects, origins, size, err = plainDir(g, dir, lim.AliasNodes)
+		if o.Origins {
+			res.Origins = origins
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
+	if err := lim.checkOutput(len(res.Objects), size); err != nil {
+		return nil, err
+	}
 	res.Inputs = tr.Inputs()
 	return res, nil
+}
+
+// capabilities are the Capabilities with the cluster's filled in.
+func (o *Options) capabilities(ctx context.Context) (Capabilities, error) {
+	c := o.Capabilities
+	if o.Cluster == nil {
+		return c, nil
+	}
+	cl, err := o.Cluster(ctx)
+	if err != nil {
+		return c, fmt.Errorf("asking the cluster what a chart is told of it (or give --kube-version): %w", err)
+	}
+	if c.KubeVersion == "" {
+		c.KubeVersion = cl.KubeVersion
+	}
+	c.ServerAPIVersions = cl.ServerAPIVersions
+	return c, nil
 }
 
 // Nodes returns the objects as YAML nodes.
@@ -193,14 +285,12 @@ func Version(kind string) string {
 // engineVersions reads the build information once: parsing it is not
 // cheap in a binary of this many modules, and every sync asks.
 var engineVersions = sync.OnceValue(func() map[string]string {
-	out := map[string]string{Kustomize: "unknown", Helm: "unknown"}
+	out := map[string]string{Kustomize: "unknown", Helm: helmVersion}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
 			switch d.Path {
 			case "sigs.k8s.io/kustomize/api":
 				out[Kustomize] = d.Version
-			case "helm.sh/helm/v3":
-				out[Helm] = d.Version
 			}
 		}
 	}

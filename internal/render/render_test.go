@@ -158,7 +158,7 @@ func TestBadInputNamesFileAndDocument(t *testing.T) {
 		{"object without kind", mapFS{"p/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nmetadata: {name: b}\n"}, "p", "p/a.yaml: document 2 (line 5): not a Kubernetes object"},
 		{"yaml syntax", mapFS{"p/a.yaml": "a: [b\n"}, "p", "p/a.yaml"},
 		{"kustomize missing resource", mapFS{"k/kustomization.yaml": "resources: [missing.yaml]\n"}, "k", "missing.yaml"},
-		{"remote base refused, not cloned", mapFS{"k/kustomization.yaml": "resources:\n- github.com/org/repo/deploy?ref=v1\n"}, "k", `remote base "github.com/org/repo/deploy?ref=v1"`},
+		{"remote base refused, not cloned", mapFS{"k/kustomization.yaml": "resources:\n- github.com/org/repo/deploy?ref=v1\n"}, "k", `"github.com/org/repo/deploy?ref=v1": remote bases are not read here`},
 		{"missing path", mapFS{"x/a.yaml": "a: 1\n"}, "nope", `path "nope" not found`},
 		{"helm template error", mapFS{"c/Chart.yaml": "apiVersion: v2\nname: c\nversion: 0.1.0\n", "c/templates/x.yaml": "{{ .Values.nope.deeper }}\n"}, "c", "chart c:"},
 	}
@@ -173,7 +173,7 @@ func TestBadInputNamesFileAndDocument(t *testing.T) {
 }
 
 func TestRenderRecordsEachObjectsFile(t *testing.T) {
-	res, err := Render(context.Background(), testRepo(t), "overlays/dev", Options{})
+	res, err := Render(context.Background(), testRepo(t), "overlays/dev", Options{Origins: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,11 +190,11 @@ func TestRenderRecordsEachObjectsFile(t *testing.T) {
 			t.Errorf("origin of %s = %q, want %q", k, got[k], v)
 		}
 	}
-	plain, _ := Render(context.Background(), testRepo(t), "plain", Options{})
+	plain, _ := Render(context.Background(), testRepo(t), "plain", Options{Origins: true})
 	if plain.Origins[1] != "plain/a.yaml:7" {
 		t.Errorf("plain origins = %v", plain.Origins)
 	}
-	chart, _ := Render(context.Background(), testRepo(t), "chart", Options{ReleaseName: "r"})
+	chart, _ := Render(context.Background(), testRepo(t), "chart", Options{ReleaseName: "r", Origins: true})
 	for i, o := range chart.Objects {
 		if o.GetKind() == "StatefulSet" && chart.Origins[i] != "chart/charts/redis/templates/statefulset.yaml" {
 			t.Errorf("chart origin = %s", chart.Origins[i])

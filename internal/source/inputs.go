@@ -74,6 +74,11 @@ func (t *Tracker) ReadFile(name string) ([]byte, error) {
 		t.recordErr(name, err)
 		return nil, err
 	}
+	if _, ok := t.FS.(*DirFS); ok {
+		// A working tree's Hash reads the file again: hash what was read.
+		t.record(name, BlobHash(data))
+		return data, nil
+	}
 	t.recordFile(name)
 	return data, nil
 }

@@ -18,9 +18,10 @@ type ControlPlane struct {
 
 var nsCounter atomic.Int64
 
-// StartControlPlane starts a control plane with the Flux and Argo CD CRDs,
-// building its binaries first if this machine has none (about 10 minutes,
-// once).
+// StartControlPlane starts a control plane with the Flux and Argo CD CRDs.
+// It never builds kube-apiserver and etcd (that takes longer than a
+// test's timeout): `make tools` does, and without them this fails saying
+// so.
 func StartControlPlane() (*ControlPlane, error) {
 	c, err := devcluster.Start(context.Background(), devcluster.Options{})
 	if err != nil {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"sluice.dev/sluice/internal/build"
+	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/hydrate"
+	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/source"
+)
+
+// engineFlags choose where the engines keep things, how they reach
+// registries, and the limits every render runs within.
+type engineFlags struct {
+	insecure []string
+	cacheDir string
+	jobs     int
+	limits   limitFlags
+}
+
+func (e *engineFlags) add(fl *pflag.FlagSet) {
+	e.addCache(fl)
+	fl.IntVar(&e.jobs, "jobs", 4, "images built at once")
+}
+
+// addCache adds the flags of the caches and registries, and the limits.
+func (e *engineFlags) addCache(fl *pflag.FlagSet) {
+	fl.StringArrayVar(&e.insecure, "insecure-registry", nil, "registry host reached over plain HTTP (repeatable; loopback always is)")
+	fl.StringVar(&e.cacheDir, "cache-dir", "", "where clones and charts are cached (default: the user cache directory)")
+	e.limits.add(fl)
+}
+
+// dir is the cache directory.
+func (e *engineFlags) dir() (string, error) {
+	if e.cacheDir != "" {
+		return e.cacheDir, nil
+	}
+	d, err := source.DefaultDir()
+	if err != nil {
+		return "", fmt.Errorf("finding a cache directory (set --cache-dir): %w", err)
+	}
+	return filepath.Dir(d), nil
+}
+
+// engines makes the clone cache, builder and hydration options, sharing
+// one registry client, so syncs pin what was just pushed.
+func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate.Options, error) {
+	dir, err := e.dir()
+	if err != nil {
+		return nil, nil, hydrate.Options{}, err
+	}
+	lim, err := e.limits.limits()
+	if err != nil {
+		return nil, nil, hydrate.Options{}, err
+	}
+	reg := registry.New(registry.WithInsecure(e.insecure...))
+	// New commits to fetch mean renders ahead: warm kustomize up while
+	// the fetch runs.
+	cache := source.NewCache(filepath.Join(dir, "git"), source.WithAuth(source.AuthFromEnv(os.Getenv)), source.WithFetchHook(render.Warm))
+	b := &build.Builder{Cache: cache, Registry: reg, Jobs: e.jobs, Log: s.Err}
+	h := hydrate.Options{
+		Cache: cache, Registry: reg, Charts: &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
+		StateDir: dir, Limits: lim,
+	}
+	return cache, b, h, nil
+}
+
+// limitFlags bound every render (see render.Limits).
+type limitFlags struct {
+	fileSize, readSize, outputSize string
+	objects, aliasNodes            int
+	timeout                        time.Duration
+}
+
+func (l *limitFlags) add(fl *pflag.FlagSet) {
+	d := render.DefaultLimits()
+	fl.StringVar(&l.fileSize, render.FlagFileBytes[2:], quantity(d.FileBytes), "the largest file a render reads")
+	fl.StringVar(&l.readSize, render.FlagReadBytes[2:], quantity(d.ReadBytes), "what one render reads in all")
+	fl.StringVar(&l.outputSize, render.FlagOutputBytes[2:], quantity(d.OutputBytes), "what one render produces in all")
+	fl.IntVar(&l.objects, render.FlagObjects[2:], d.Objects, "the most objects one render produces")
+	fl.IntVar(&l.aliasNodes, render.FlagAliasNodes[2:], d.AliasNodes, "the most nodes YAML aliases add to one file")
+	fl.DurationVar(&l.timeout, render.FlagTimeout[2:], d.Timeout, "how long one render may take")
+}
+
+func quantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
+
+// limits parses the flags.
+func (l *limitFlags) limits() (render.Limits, error) {
+	out := render.Limits{Objects: l.objects, AliasNodes: l.aliasNodes, Timeout: l.timeout}
+	for _, q := range []struct {
+		flag, v string
+		dst     *int64
+	}{{render.FlagFileBytes, l.fileSize, &out.FileBytes}, {render.FlagReadBytes, l.readSize, &out.ReadBytes}, {render.FlagOutputBytes, l.outputSize, &out.OutputBytes}} {
+		if q.v == "" {
+			continue
+		}
+		v, err := resource.ParseQuantity(q.v)
+		if err != nil || v.Sign() <= 0 {
+			return out, fmt.Errorf("%s %q: expected a size such as 64Mi", q.flag, q.v)
+		}
+		*q.dst = v.Value()
+	}
+	return out, nil
+}
+
+// renderFlags are what a local render is told of the cluster it is for,
+// as `helm template` and `helm install` take it.
+type renderFlags struct {
+	kubeVersion string
+	apiVersions []string
+	includeCRDs bool
+	insecure    []string
+}
+
+func (r *renderFlags) add(fl *pflag.FlagSet, cluster bool) {
+	kube := "the Kubernetes version charts are rendered for (default: helm's, the version its release is built for)"
+	apis := "an API version charts see in .Capabilities.APIVersions, besides helm's defaults (repeatable)"
+	if cluster {
+		kube = "the Kubernetes version charts are rendered for (default: the cluster's)"
+		apis = "an API version charts see in .Capabilities.APIVersions, besides the cluster's (repeatable)"
+	}
+	fl.StringVar(&r.kubeVersion, "kube-version", "", kube)
+	fl.StringSliceVarP(&r.apiVersions, "api-versions", "a", nil, apis)
+}
+
+// options makes the render options of a local directory: remote bases and
+// files opened in process (no git binary), charts fetched through the
+// registry client; with a cluster, what a chart is told of it is asked of
+// it, as `helm install` does.
+func (r *renderFlags) options(c *cluster.Client, l *limitFlags) (render.Options, error) {
+	lim, err := l.limits()
+	if err != nil {
+		return render.Options{}, err
+	}
+	ro := render.Options{
+		Charts:       &render.Charts{Registry: registry.New(registry.WithInsecure(r.insecure...))},
+		Capabilities: render.Capabilities{KubeVersion: r.kubeVersion, APIVersions: r.apiVersions},
+		IncludeCRDs:  r.includeCRDs,
+		Limits:       lim,
+		Fetch:        render.FetchFiles(nil),
+	}
+	if d, err := source.DefaultDir(); err == nil {
+		ro.Bases = render.GitBases(source.NewCache(d, source.WithAuth(source.AuthFromEnv(os.Getenv))), nil)
+	}
+	if c != nil {
+		ro.IncludeCRDs = true // helm install installs a chart's crds/ first
+		ro.Cluster = func(ctx context.Context) (render.Capabilities, error) {
+			caps, err := c.ServerCapabilities(ctx)
+			return render.Capabilities{KubeVersion: caps.Version, ServerAPIVersions: caps.APIVersions}, err
+		}
+	}
+	return ro, nil
+}

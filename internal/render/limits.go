@@ -1,0 +1,202 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync/atomic"
+	"time"
+
+	"sluice.dev/sluice/internal/anchors"
+	"sluice.dev/sluice/internal/source"
+)
+
+// Limits bound what one render may read and produce, so that a hostile or
+// broken source fails fast instead of filling the machine's memory. A zero
+// field takes its default (DefaultLimits).
+type Limits struct {
+	// FileBytes bounds one file read. Default 32 MiB.
+	FileBytes int64 `json:"fileBytes,omitempty"`
+	// ReadBytes bounds all the files one render reads. Default 256 MiB.
+	ReadBytes int64 `json:"readBytes,omitempty"`
+	// OutputBytes bounds the rendered objects together. Default 128 MiB.
+	OutputBytes int64 `json:"outputBytes,omitempty"`
+	// Objects bounds how many objects one render gives. Default 20,000.
+	Objects int `json:"objects,omitempty"`
+	// AliasNodes bounds the nodes YAML aliases may add to one file.
+	// Default 100,000.
+	AliasNodes int `json:"aliasNodes,omitempty"`
+	// Timeout bounds one render's time. Default 5 minutes.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// DefaultLimits are generous for real repositories (kubeflow's largest
+// overlay renders about 12 MB in 700 objects) and far below what exhausts
+// a machine.
+func DefaultLimits() Limits {
+	return Limits{
+		FileBytes:   32 << 20,
+		ReadBytes:   256 << 20,
+		OutputBytes: 128 << 20,
+		Objects:     20_000,
+		AliasNodes:  anchors.DefaultLimit,
+		Timeout:     5 * time.Minute,
+	}
+}
+
+// withDefaults fills the zero fields.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.FileBytes <= 0 {
+		l.FileBytes = d.FileBytes
+	}
+	if l.ReadBytes <= 0 {
+		l.ReadBytes = d.ReadBytes
+	}
+	if l.OutputBytes <= 0 {
+		l.OutputBytes = d.OutputBytes
+	}
+	if l.Objects <= 0 {
+		l.Objects = d.Objects
+	}
+	if l.AliasNodes <= 0 {
+		l.AliasNodes = d.AliasNodes
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
+	return l
+}
+
+// Flags that raise each limit, named in errors. The command line and the
+// controller take the same names.
+const (
+	FlagFileBytes   = "--max-file-size"
+	FlagReadBytes   = "--max-read-size"
+	FlagOutputBytes = "--max-output-size"
+	FlagObjects     = "--max-objects"
+	FlagAliasNodes  = "--max-alias-nodes"
+	FlagTimeout     = "--render-timeout"
+)
+
+// LimitError is a render stopped by one of its Limits.
+type LimitError struct {
+	// What went over: "file overlays/dev/big.yaml", "the files read".
+	What string
+	// Got and Max describe the amount and the limit ("40 MiB", "32 MiB").
+	Got, Max string
+	// Flag raises the limit.
+	Flag string
+}
+
+func (e *LimitError) Error() string {
+	got := ""
+	if e.Got != "" {
+		got = " (" + e.Got + ")"
+	}
+	return fmt.Sprintf("%s%s: over the limit of %s; raise it with %s if this is expected", e.What, got, e.Max, e.Flag)
+}
+
+// ErrTimeout is what a render past its Limits.Timeout fails with.
+var ErrTimeout = errors.New("render timed out")
+
+// bytesString is a size in the units people read.
+func bytesString(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// guard is the source tree as a render reads it: every file's size checked
+// before it is read, the bytes read counted against the render's budget,
+// YAML files' aliases bounded, and the render's context checked, so that a
+// cancelled render stops at its next read.
+type guard struct {
+	source.FS
+	// raw is the tree under FS's tracking: sizes are looked up there, so
+	// a look that is not a read records nothing.
+	raw  source.FS
+	ctx  context.Context
+	lim  Limits
+	read *atomic.Int64
+}
+
+func newGuard(ctx context.Context, tracked, raw source.FS, lim Limits) *guard {
+	return &guard{FS: tracked, raw: raw, ctx: ctx, lim: lim, read: new(atomic.Int64)}
+}
+
+// mount guards another tree with the same budget.
+func (g *guard) mount(fsys source.FS) *guard {
+	return &guard{FS: fsys, raw: fsys, ctx: g.ctx, lim: g.lim, read: g.read}
+}
+
+// ReadFile implements fs.ReadFileFS.
+func (g *guard) ReadFile(name string) ([]byte, error) {
+	if err := g.ctx.Err(); err != nil {
+		return nil, err
+	}
+	info, err := g.raw.Stat(name)
+	if err != nil {
+		return g.FS.ReadFile(name) // records the absence, and says why
+	}
+	if !info.IsDir() {
+		if err := g.charge(name, info.Size()); err != nil {
+			return nil, err
+		}
+	}
+	data, err := g.FS.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := anchors.Check(data, g.lim.AliasNodes); err != nil {
+		return nil, fmt.Errorf("%s: %w; raise the limit with %s if this is expected", name, err, FlagAliasNodes)
+	}
+	return data, nil
+}
+
+// Open implements fs.FS: a file is checked as ReadFile checks it.
+func (g *guard) Open(name string) (fs.File, error) {
+	if err := g.ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := g.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if info, err := f.Stat(); err == nil && !info.IsDir() {
+		if err := g.charge(name, info.Size()); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// charge counts a file of size bytes against the limits.
+func (g *guard) charge(name string, size int64) error {
+	if size > g.lim.FileBytes {
+		return &LimitError{What: "file " + name, Got: bytesString(size), Max: bytesString(g.lim.FileBytes) + " per file", Flag: FlagFileBytes}
+	}
+	if total := g.read.Add(size); total > g.lim.ReadBytes {
+		return &LimitError{What: "the files read", Got: bytesString(total) + " with " + name, Max: bytesString(g.lim.ReadBytes) + " per render", Flag: FlagReadBytes}
+	}
+	return nil
+}
+
+// checkOutput bounds what a render produced.
+func (l Limits) checkOutput(objects int, size int64) error {
+	if objects > l.Objects {
+		return &LimitError{What: "the objects rendered", Got: fmt.Sprint(objects), Max: fmt.Sprint(l.Objects), Flag: FlagObjects}
+	}
+	if size > l.OutputBytes {
+		return &LimitError{What: "the output", Got: bytesString(size), Max: bytesString(l.OutputBytes), Flag: FlagOutputBytes}
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// HelmBinary returns the reference helm binary that `make tools` builds
+// (hack/helm/build.sh: the release of go.mod's helm.sh/helm/v4, with
+// helm's own release ldflags). Tests compare Sluice's renders with it; a
+// test never builds it, so when it is missing the test fails saying how
+// to build it.
+func HelmBinary(t TB) string {
+	t.Helper()
+	return tool(t, "helm", "helm.sh/helm/v4", "hack/helm/build.sh")
+}
+
+// tool finds bin/NAME/VERSION/NAME in the source tree, VERSION being the
+// version go.mod requires of module.
+func tool(t TB, name, module, script string) string {
+	t.Helper()
+	root, err := SourceRoot()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	version, err := requiredVersion(filepath.Join(root, "go.mod"), module)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	p := filepath.Join(root, "bin", name, version, name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s %s is not built: run `make tools` (or %s) first; `make test` does", name, version, script)
+	}
+	return p
+}
+
+// SourceRoot is the Sluice source tree holding the working directory.
+func SourceRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && strings.HasPrefix(string(data), "module sluice.dev/sluice\n") {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no Sluice source tree at or above %s", dir)
+		}
+	}
+}
+
+// requiredVersion reads the version go.mod requires of a module.
+func requiredVersion(gomod, module string) (string, error) {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(s.Text()), "require "))
+		if len(fields) >= 2 && fields[0] == module {
+			return fields[1], nil
+		}
+	}
+	return "", fmt.Errorf("%s requires no %s", gomod, module)
+}
