@@ -98,3 +98,23 @@ func (s *Set) validateImages() []error {
 	}
 	return errs
 }
+
+// Repos lists every repository the resources name (sources, destinations,
+// images' sources, RepoConfigs' repositories), as written: the
+// repositories a run's credentials are for, when the resources are the
+// person's own.
+func (s *Set) Repos() []string {
+	var out []string
+	for _, ms := range s.ManifestSyncs {
+		out = append(out, ms.Spec.Source.Repo, ms.Spec.Destination.Repo)
+	}
+	for _, img := range s.Images {
+		for _, src := range img.Spec.Source {
+			out = append(out, src.Repo)
+		}
+	}
+	for _, rc := range s.RepoConfigs {
+		out = append(out, rc.Spec.Repo)
+	}
+	return out
+}

@@ -25,6 +25,9 @@ func RunFiles(ctx context.Context, paths, names []string, o Options) (*Report, e
 	if err != nil {
 		return nil, &InvalidError{err}
 	}
+	// The person's own files name the repositories their credentials
+	// are for.
+	o.Cache.Trust(set.Repos()...)
 	if o.Log != nil {
 		o.Log.Debug("loaded", "syncs", len(set.ManifestSyncs), "elapsed", time.Since(start))
 	}

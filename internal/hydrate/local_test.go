@@ -83,7 +83,7 @@ spec:
 		t.Fatal(err)
 	}
 	rep, err := Run(context.Background(), set.ManifestSyncs, Options{
-		Cache:    source.NewCache(t.TempDir(), source.WithAuth(source.Auth{Username: "bot", Password: "s3cret-token"})),
+		Cache:    source.NewCache(t.TempDir(), source.WithAuth(source.Auth{Username: "bot", Password: "s3cret-token", Hosts: []string{source.HostOf(dstURL)}})),
 		Registry: registry.New(),
 	})
 	if err != nil {

@@ -87,6 +87,9 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 			if _, err := fsys.ReadFile(name); err != nil { // counted, and its aliases bounded
 				return fail(err)
 			}
+			// A file is mounted in the kustomization's own folder, where
+			// kustomize's load restrictor lets it read files.
+			prefix = path.Join(path.Dir(kust), prefix)
 			kfs.mounts = append(kfs.mounts, mount{prefix: prefix, fsys: fsys})
 			kr.remote = append(kr.remote, u)
 			p = "/" + path.Join(prefix, name)

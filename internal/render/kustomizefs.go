@@ -135,9 +135,11 @@ func (k *kustomizeFS) ReadDir(p string) ([]string, error) {
 func (k *kustomizeFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
 	fsys, r := k.at(p)
 	res, err := source.Resolve(fsys, r)
+	if err == nil {
+		_, err = fsys.Stat(res.Path)
+	}
 	if err != nil {
-		var le *source.LinkError
-		if errors.As(err, &le) {
+		if err := explainLink(fsys, r, err); isLinkError(err) {
 			return "", "", err
 		}
 		return "", "", fmt.Errorf("%s: %w", p, fs.ErrNotExist)
@@ -249,7 +251,14 @@ func (k *kustomizeFS) rewrite(file string, data []byte) ([]byte, error) {
 				continue
 			}
 			fsys, p := k.at("/" + path.Join(dir, r))
-			if _, err := fsys.Stat(p); err == nil {
+			_, err := fsys.Stat(p)
+			if err == nil {
+				continue
+			}
+			var le *source.LinkError
+			if errors.As(err, &le) {
+				k.missing = errors.Join(k.missing, fmt.Errorf("%s: %s: %w", rel(file), field, le))
+				item.Value, changed = refusedPath, true
 				continue
 			}
 			if !looksRemote(r) {

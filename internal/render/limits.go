@@ -144,7 +144,8 @@ func (g *guard) ReadFile(name string) ([]byte, error) {
 	}
 	info, err := g.raw.Stat(name)
 	if err != nil {
-		return g.FS.ReadFile(name) // records the absence, and says why
+		_, err = g.FS.ReadFile(name) // records the absence
+		return nil, explainLink(g.raw, name, err)
 	}
 	if !info.IsDir() {
 		if err := g.charge(name, info.Size()); err != nil {
@@ -153,7 +154,7 @@ func (g *guard) ReadFile(name string) ([]byte, error) {
 	}
 	data, err := g.FS.ReadFile(name)
 	if err != nil {
-		return nil, err
+		return nil, explainLink(g.raw, name, err)
 	}
 	if err := anchors.Check(data, g.lim.AliasNodes); err != nil {
 		return nil, fmt.Errorf("%s: %w; raise the limit with %s if this is expected", name, err, FlagAliasNodes)
@@ -168,7 +169,7 @@ func (g *guard) Open(name string) (fs.File, error) {
 	}
 	f, err := g.FS.Open(name)
 	if err != nil {
-		return nil, err
+		return nil, explainLink(g.raw, name, err)
 	}
 	if info, err := f.Stat(); err == nil && !info.IsDir() {
 		if err := g.charge(name, info.Size()); err != nil {
@@ -177,6 +178,35 @@ func (g *guard) Open(name string) (fs.File, error) {
 		}
 	}
 	return f, nil
+}
+
+// Stat implements fs.StatFS.
+func (g *guard) Stat(name string) (fs.FileInfo, error) {
+	info, err := g.FS.Stat(name)
+	if err != nil {
+		return nil, explainLink(g.raw, name, err)
+	}
+	return info, nil
+}
+
+// explainLink turns the failure to read a path that passes through a
+// symbolic link out of the tree, or to nowhere in it, into an error that
+// names the link and where it points.
+func explainLink(fsys source.FS, name string, err error) error {
+	res, rerr := source.Resolve(fsys, name)
+	var le *source.LinkError
+	switch {
+	case errors.As(rerr, &le):
+		return le
+	case rerr != nil && res.Linked() && errors.Is(rerr, fs.ErrNotExist):
+		return &source.LinkError{Name: name, Link: res.Link, Target: res.Target, Msg: "is not in the source"}
+	}
+	return err
+}
+
+func isLinkError(err error) bool {
+	var le *source.LinkError
+	return errors.As(err, &le)
 }
 
 // charge counts a file of size bytes against the limits.

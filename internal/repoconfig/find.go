@@ -41,6 +41,13 @@ func Load(ctx context.Context, cache *source.Cache, paths []string, extra overri
 	if err != nil {
 		return nil, err
 	}
+	// The person's own files and flags name the repositories their
+	// credentials are for; what a RepoConfig finds in a repository does
+	// not add to them.
+	cache.Trust(set.Repos()...)
+	for _, r := range extra.Repos {
+		cache.Trust(r.From, r.To)
+	}
 	out := &Loaded{Set: &config.Set{}, Overrides: extra}
 	direct := &config.Set{ManifestSyncs: set.ManifestSyncs, Images: set.Images}
 	// Each of the caller's overrides must apply to something: a

@@ -2,9 +2,12 @@ package source
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -14,9 +17,17 @@ import (
 // Auth holds git credentials. Its zero value means anonymous https and
 // ssh through the agent, host keys checked against ~/.ssh/known_hosts.
 type Auth struct {
-	// Username and Password (or a token as Password) for https.
+	// Username and Password (or a token as Password) for https. They are
+	// sent only to the Hosts, as a git credential helper answers only for
+	// the host it was given the credentials of, and never over plain
+	// http but to this machine: a repository that names another host (a
+	// remote kustomize base, say) does not get them.
 	Username string
 	Password string
+	// Hosts are the hosts ("git.example.com", or "host:port" for one port)
+	// Username and Password are for. A Cache adds the hosts of the
+	// repositories its caller trusts (Cache.Trust).
+	Hosts []string
 	// SSHKeyFile is a private key for ssh; without it the ssh agent is used.
 	SSHKeyFile       string
 	SSHKeyPassphrase string
@@ -28,8 +39,9 @@ type Auth struct {
 // AuthFromEnv reads credentials from the environment:
 // SLUICE_GIT_USERNAME and SLUICE_GIT_PASSWORD, or SLUICE_GIT_TOKEN (sent as
 // the password of user SLUICE_GIT_USERNAME, default "x-access-token"), for
-// https; SLUICE_SSH_KEY (a key file), SLUICE_SSH_KEY_PASSPHRASE and
-// SLUICE_SSH_KNOWN_HOSTS for ssh.
+// https, to the hosts in SLUICE_GIT_HOSTS (comma-separated) and those of
+// the repositories the run's own files name; SLUICE_SSH_KEY (a key file),
+// SLUICE_SSH_KEY_PASSPHRASE and SLUICE_SSH_KNOWN_HOSTS for ssh.
 func AuthFromEnv(getenv func(string) string) Auth {
 	a := Auth{
 		Username:         getenv("SLUICE_GIT_USERNAME"),
@@ -43,14 +55,90 @@ func AuthFromEnv(getenv func(string) string) Auth {
 			a.Username = "x-access-token"
 		}
 	}
+	for _, h := range strings.Split(getenv("SLUICE_GIT_HOSTS"), ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			a.Hosts = append(a.Hosts, h)
+		}
+	}
 	if kh := getenv("SLUICE_SSH_KNOWN_HOSTS"); kh != "" {
 		a.KnownHosts = filepath.SplitList(kh)
 	}
 	return a
 }
 
+// Trusting returns a copy of a that also sends its credentials to the
+// hosts of these repository URLs (local paths name no host).
+func (a Auth) Trusting(urls ...string) Auth {
+	a.Hosts = append([]string(nil), a.Hosts...)
+	for _, u := range urls {
+		if h := HostOf(u); h != "" {
+			a.Hosts = append(a.Hosts, h)
+		}
+	}
+	return a
+}
+
+// HostOf is the host[:port] a repository URL names ("" for a local path).
+func HostOf(rawURL string) string {
+	loc, err := ParseLocation(rawURL, "/")
+	if err != nil || loc.IsLocal() {
+		return ""
+	}
+	u, err := url.Parse(loc.URL)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Host)
+}
+
+// scoped reports whether credentials for hosts may go to u: its host (with
+// or without its port) is one of them, and the connection is encrypted or
+// stays on this machine.
+func scoped(hosts []string, u *url.URL) bool {
+	if u.Scheme == "http" && !loopback(u.Hostname()) {
+		return false
+	}
+	host, name := strings.ToLower(u.Host), strings.ToLower(u.Hostname())
+	for _, h := range hosts {
+		h = strings.ToLower(h)
+		if h == host || h == name {
+			return true
+		}
+	}
+	return false
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// credentials are the Auth a Cache and its repositories share, with the
+// hosts trusted so far.
+type credentials struct {
+	mu   sync.Mutex
+	auth Auth
+}
+
+func (c *credentials) trust(hosts ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.auth.Hosts = append(c.auth.Hosts, hosts...)
+}
+
+func (c *credentials) method(rawURL string) (transport.AuthMethod, string, error) {
+	c.mu.Lock()
+	a := c.auth
+	c.mu.Unlock()
+	return a.method(rawURL)
+}
+
 // method returns the go-git auth method for a remote URL, and the URL
-// without userinfo (credentials in the URL win over the environment's).
+// without userinfo. Credentials in the URL itself are for its host alone
+// and win over the environment's.
 func (a Auth) method(rawURL string) (transport.AuthMethod, string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -58,11 +146,16 @@ func (a Auth) method(rawURL string) (transport.AuthMethod, string, error) {
 	}
 	switch u.Scheme {
 	case "http", "https":
-		user, pass := a.Username, a.Password
+		var user, pass string
 		if u.User != nil {
 			user = u.User.Username()
 			pass, _ = u.User.Password()
 			u.User = nil
+			if u.Scheme == "http" && !loopback(u.Hostname()) {
+				return nil, "", fmt.Errorf("%s: credentials over plain http would cross the network unencrypted; use https", Redact(rawURL))
+			}
+		} else if scoped(a.Hosts, u) {
+			user, pass = a.Username, a.Password
 		}
 		if user == "" && pass == "" {
 			return nil, u.String(), nil

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,7 @@ import (
 // local ones in place. A Cache is meant to live for one run.
 type Cache struct {
 	dir     string
-	auth    Auth
+	creds   *credentials
 	onFetch func()
 
 	mu    sync.Mutex
@@ -41,7 +42,22 @@ type Option func(*Cache)
 
 // WithAuth sets the credentials for remotes. The default is none (anonymous
 // https, ssh agent).
-func WithAuth(a Auth) Option { return func(c *Cache) { c.auth = a } }
+func WithAuth(a Auth) Option { return func(c *Cache) { c.creds.auth = a } }
+
+// Trust lets the credentials go to the hosts of these repository URLs
+// too: those the person running Sluice named in their own files and
+// flags. A repository named only by what a source holds (a remote
+// kustomize base, a ManifestSync found by a RepoConfig) is not trusted by
+// being named.
+func (c *Cache) Trust(urls ...string) {
+	var hosts []string
+	for _, u := range urls {
+		if h := HostOf(u); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	c.creds.trust(hosts...)
+}
 
 // WithFetchHook calls f when a clone is about to fetch new commits, the
 // first sign that a run has work ahead (a caller can start warming up).
@@ -49,7 +65,7 @@ func WithFetchHook(f func()) Option { return func(c *Cache) { c.onFetch = f } }
 
 // NewCache returns a Cache keeping clones under dir.
 func NewCache(dir string, opts ...Option) *Cache {
-	c := &Cache{dir: dir, repos: map[string]*openCall{}}
+	c := &Cache{dir: dir, repos: map[string]*openCall{}, creds: &credentials{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -145,7 +161,12 @@ func (c *Cache) openRemote(ctx context.Context, loc Location) (*Repo, error) {
 	sum := sha256.Sum256([]byte(loc.Key()))
 	name := hex.EncodeToString(sum[:8]) + "-" + sanitize(filepath.Base(loc.Key()))
 	dir := filepath.Join(c.dir, name)
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+	// Clones are readable by their owner only: what a private
+	// repository holds is as private in the cache.
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(c.dir, 0o700); err != nil {
 		return nil, err
 	}
 	unlock, err := lockFile(dir + ".lock")
@@ -153,21 +174,26 @@ func (c *Cache) openRemote(ctx context.Context, loc Location) (*Repo, error) {
 		return nil, err
 	}
 	defer unlock()
+	// The clone's configuration names the remote without credentials:
+	// they are given to each fetch and push, never written down.
+	plain := withoutUserinfo(loc.URL)
 	g, err := openClone(dir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		if g, err = git.PlainInit(dir, true); err == nil {
-			_, err = g.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{loc.URL}})
+			_, err = g.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{plain}})
 		}
 		if err == nil {
 			g, err = openClone(dir)
 		}
+	} else if err == nil {
+		err = forgetCredentials(g, plain)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("opening clone of %s in %s: %w", loc, dir, err)
+		return nil, fmt.Errorf("opening clone of %s in %s: %w", loc, dir, redactErr(err))
 	}
 	r := newRepo(loc, g, dir, ".")
 	r.remote = true
-	r.auth = c.auth
+	r.creds = c.creds
 	r.onFetch = c.onFetch
 	if err := r.fetch(ctx); err != nil {
 		return nil, err
@@ -185,6 +211,31 @@ func openClone(dir string) (*git.Repository, error) {
 	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
 		filesystem.Options{MaxOpenDescriptors: 64})
 	return git.Open(st, nil)
+}
+
+// withoutUserinfo is a URL with its user and password removed.
+func withoutUserinfo(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
+}
+
+// forgetCredentials rewrites a clone's remote URL that holds credentials
+// (as clones of earlier Sluice versions did) without them.
+func forgetCredentials(g *git.Repository, plain string) error {
+	cfg, err := g.Config()
+	if err != nil {
+		return err
+	}
+	rc, ok := cfg.Remotes["origin"]
+	if !ok || len(rc.URLs) == 1 && rc.URLs[0] == plain {
+		return nil
+	}
+	rc.URLs = []string{plain}
+	return g.SetConfig(cfg)
 }
 
 func sanitize(s string) string {

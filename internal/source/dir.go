@@ -47,8 +47,12 @@ func (d *DirFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	for _, e := range entries {
 		if e.Type()&fs.ModeSymlink != 0 {
 			// Report a link as what it points to, as TreeFS does.
-			info, err := fs.Stat(d.fsys, path.Join(name, e.Name()))
+			p := path.Join(name, e.Name())
+			info, err := fs.Stat(d.fsys, p)
 			if err != nil {
+				if _, lerr := Resolve(d, p); isLinkError(lerr) {
+					out = append(out, e) // out of the tree: listed as the link it is
+				}
 				continue
 			}
 			e = fs.FileInfoToDirEntry(info)

@@ -27,7 +27,7 @@ type Repo struct {
 	root    string // the directory of the repository (its worktree, if any)
 	prefix  string // the location's folder inside the repository, "." for its root
 	remote  bool
-	auth    Auth
+	creds   *credentials
 	onFetch func()
 
 	mu    sync.Mutex
@@ -81,7 +81,7 @@ func (r *Repo) Empty() bool {
 // fetch brings a remote's clone up to date with every branch and tag of
 // the remote. It asks for objects only when some ref moved.
 func (r *Repo) fetch(ctx context.Context) error {
-	method, url, err := r.auth.method(r.loc.URL)
+	method, url, err := r.creds.method(r.loc.URL)
 	if err != nil {
 		return err
 	}
@@ -425,7 +425,7 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 	if !r.remote {
 		return r.updateLocal(refName, newHash, old, o)
 	}
-	method, url, err := r.auth.method(r.loc.URL)
+	method, url, err := r.creds.method(r.loc.URL)
 	if err != nil {
 		return err
 	}

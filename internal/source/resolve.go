@@ -1,6 +1,7 @@
 package source
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -49,6 +50,11 @@ func (e *LinkError) Error() string {
 		return fmt.Sprintf("%s is a symbolic link to %q, which %s", e.Name, e.Target, e.Msg)
 	}
 	return fmt.Sprintf("%s: symbolic link %s points to %q, which %s", e.Name, e.Link, e.Target, e.Msg)
+}
+
+func isLinkError(err error) bool {
+	var le *LinkError
+	return errors.As(err, &le)
 }
 
 // Resolve follows every symbolic link of name in fsys, itself, one path

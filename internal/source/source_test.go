@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -292,11 +293,11 @@ func TestUpdateBranchPushesAndReportsStale(t *testing.T) {
 func TestOpenRefusesWrongPasswordWithoutLeakingIt(t *testing.T) {
 	srv := testenv.NewGitServer(t, testenv.WithBasicAuth("alice", "right"))
 	url := srv.CreateRepo(t, "private")
-	_, err := NewCache(t.TempDir(), WithAuth(Auth{Username: "alice", Password: "wrong-secret"})).Open(context.Background(), mustLoc(t, url), OpenOptions{})
+	_, err := NewCache(t.TempDir(), WithAuth(Auth{Username: "alice", Password: "wrong-secret", Hosts: []string{HostOf(url)}})).Open(context.Background(), mustLoc(t, url), OpenOptions{})
 	if err == nil || strings.Contains(err.Error(), "wrong-secret") {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := NewCache(t.TempDir(), WithAuth(Auth{Username: "alice", Password: "right"})).Open(context.Background(), mustLoc(t, url), OpenOptions{}); err != nil {
+	if _, err := NewCache(t.TempDir(), WithAuth(Auth{Username: "alice", Password: "right", Hosts: []string{HostOf(url)}})).Open(context.Background(), mustLoc(t, url), OpenOptions{}); err != nil {
 		t.Fatalf("with the right password: %v", err)
 	}
 }
@@ -382,5 +383,61 @@ func TestUnchangedUsesFolderHashesButNotAcrossSymlinks(t *testing.T) {
 	repo, _ = NewCache(t.TempDir()).Open(context.Background(), mustLoc(t, w.Dir), OpenOptions{})
 	if Unchanged(treeAt(), inputs, trees) {
 		t.Error("a change behind a symlink went unseen")
+	}
+}
+
+func TestCredentialsGoOnlyToTheirHostAndNeverToDisk(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.WithBasicAuth("bot", "s3cret-token"))
+	url := srv.CreateRepo(t, "private")
+	w := testenv.NewWork(t, strings.Replace(url, "http://", "http://bot:s3cret-token@", 1))
+	w.Write(map[string]string{"a": "a\n"}).Commit("one")
+	w.Push("main")
+	// Another host (the same server under another name) that a source
+	// might name: it must see no credentials.
+	var seen []string
+	other := testenv.NewGitServer(t, testenv.WithHook(func(r *http.Request) {
+		if h := r.Header.Get("Authorization"); h != "" {
+			seen = append(seen, h)
+		}
+	}))
+	otherURL := other.CreateRepo(t, "public")
+	otherURL = strings.Replace(otherURL, "127.0.0.1", "localhost", 1)
+
+	dir := t.TempDir()
+	cache := NewCache(dir, WithAuth(Auth{Username: "bot", Password: "s3cret-token"}))
+	if _, err := cache.Open(context.Background(), mustLoc(t, url), OpenOptions{}); err == nil {
+		t.Fatal("credentials went to a host nobody trusted")
+	}
+	cache = NewCache(dir, WithAuth(Auth{Username: "bot", Password: "s3cret-token"}))
+	cache.Trust(url)
+	if _, err := cache.Open(context.Background(), mustLoc(t, url), OpenOptions{}); err != nil {
+		t.Fatalf("trusted host: %v", err)
+	}
+	if _, err := cache.Open(context.Background(), mustLoc(t, otherURL), OpenOptions{}); err != nil {
+		t.Fatalf("other host: %v", err)
+	}
+	if len(seen) > 0 {
+		t.Errorf("the other host was sent credentials: %v", seen)
+	}
+	// Credentials in a URL are used, and not written to the clone.
+	inURL := strings.Replace(url, "http://", "http://bot:s3cret-token@", 1)
+	if _, err := NewCache(dir).Open(context.Background(), mustLoc(t, inURL), OpenOptions{}); err != nil {
+		t.Fatalf("credentials in the URL: %v", err)
+	}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if data, _ := os.ReadFile(p); strings.Contains(string(data), "s3cret-token") {
+			t.Errorf("%s holds the token", p)
+		}
+		return nil
+	})
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
+		t.Errorf("cache directory mode = %v, %v; want 0700", info.Mode().Perm(), err)
+	}
+	// Over plain http to another machine, credentials are refused.
+	if _, err := NewCache(t.TempDir()).Open(context.Background(), mustLoc(t, "http://bot:s3cret-token@git.example.com/r.git"), OpenOptions{}); err == nil || !strings.Contains(err.Error(), "use https") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("plain http: %v", err)
 	}
 }

@@ -151,7 +151,8 @@ func (t *TreeFS) ReadFile(name string) ([]byte, error) {
 }
 
 // ReadDir implements fs.ReadDirFS; entries are sorted by name. Symbolic
-// links are reported as what they point to.
+// links are reported as what they point to; a link out of the tree as a
+// link, and a dangling one not at all.
 func (t *TreeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	e, err := t.lookup(name)
 	if err != nil {
@@ -169,7 +170,13 @@ func (t *TreeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		if c.Mode == filemode.Symlink {
 			target, err := t.lookup(path.Join(name, c.Name))
 			if err != nil {
-				continue // a dangling link is not there
+				if _, lerr := Resolve(t, path.Join(name, c.Name)); !isLinkError(lerr) {
+					continue // a dangling link is not there
+				}
+				// A link out of the tree is listed as the link it is, so
+				// that whoever would read it is told why it cannot.
+				out = append(out, entryInfo{name: c.Name, mode: filemode.Symlink})
+				continue
 			}
 			target.Name = c.Name
 			c = target

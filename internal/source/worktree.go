@@ -89,7 +89,7 @@ func CloneWorktree(ctx context.Context, rawURL, ref, dir string, auth Auth) (*Wo
 	if loc.IsLocal() {
 		url = loc.Path
 	}
-	am, url2, err := auth.method(url)
+	am, url2, err := auth.Trusting(rawURL).method(url)
 	if err == nil && !loc.IsLocal() {
 		url = url2
 	} else {
@@ -154,7 +154,7 @@ func (w *Worktree) fetchAuth() transport.AuthMethod {
 	if w.loc.IsLocal() {
 		return nil
 	}
-	m, _, err := w.auth.method(w.loc.URL)
+	m, _, err := w.auth.Trusting(w.loc.URL).method(w.loc.URL)
 	if err != nil {
 		return nil
 	}
