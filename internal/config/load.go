@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/anchors"
 )
 
 // Origin is where a resource was read from.
@@ -156,7 +157,7 @@ func Load(paths ...string) (*Set, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			data, err := os.ReadFile(f)
+			data, err := readFile(f)
 			if err != nil {
 				perr[i] = err
 				return
@@ -181,6 +182,27 @@ func Load(paths ...string) (*Set, error) {
 		return nil, errors.Join(errs...)
 	}
 	return set, nil
+}
+
+// maxFile bounds a file of Sluice resources: they are small, and a
+// directory given with -f may hold anything.
+const maxFile = 8 << 20
+
+// readFile reads a file of resources, refusing one past maxFile.
+func readFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFile {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("larger than %d MiB: not a file of Sluice resources (move it out of the directory given with -f)", maxFile>>20)}
+	}
+	return data, nil
 }
 
 func yamlFiles(p string) ([]string, error) {
@@ -222,6 +244,15 @@ func Parse(file string, data []byte) (*Set, error) {
 		return nil, err
 	}
 	set := &Set{}
+	// Decoding follows aliases: bound them before anything expands one.
+	if err := anchors.Check(data, 0); err != nil {
+		var ae *anchors.Error
+		line := 0
+		if errors.As(err, &ae) {
+			line = ae.Line
+		}
+		return nil, &Error{File: file, Line: line, Msg: err.Error()}
+	}
 	var errs []error
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {

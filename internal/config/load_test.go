@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,5 +183,21 @@ func TestLoadRejectsDuplicateNames(t *testing.T) {
 	_, err := Load(dir)
 	if err == nil || !strings.Contains(err.Error(), "b.yaml:4: ManifestSync guestbook-dev: metadata.name: duplicate name: also declared at") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestLoadRefusesAliasBombs(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata:\n  name: bomb\n  labels: {a0: &a0 x}\nx0: &x0 [\"lol\"]\n")
+	for i := 1; i <= 12; i++ {
+		fmt.Fprintf(&b, "x%d: &x%d [*x%d, *x%d, *x%d, *x%d, *x%d, *x%d, *x%d, *x%d, *x%d, *x%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	b.WriteString("spec: {source: {repo: .}, destination: {branch: main, path: a}, images: [{name: *x12}]}\n")
+	p := filepath.Join(dir, "bomb.yaml")
+	os.WriteFile(p, []byte(b.String()), 0o644)
+	_, err := Load(dir)
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "aliases expand to more than") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -158,6 +158,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	}
 	defer func() { <-r.renders }()
 	p.rendered = true
+	r.o.Log.Debug("rendering", "sync", ms.Name, "source", src.Describe(), "path", ms.Spec.Source.Path)
 	res, err := render.Render(ctx, src.FS, ms.Spec.Source.Path, render.Options{
 		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.Charts, Bases: r.openBase,
 		Fetch: render.FetchFiles(nil), Limits: r.o.Limits,
