@@ -3,27 +3,26 @@
 # bin/), so that no test's timeout includes a build; then runs every test.
 GO ?= go
 
-.PHONY: all build tools bench-tools test bench quickstart cluster clean
+.PHONY: all build tools test bench quickstart cluster clean
 
 all: build
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
 
-# What the tests need, built once into bin/ (about 10 minutes cold).
+# What the tests need, built once into bin/ (about 12 minutes cold): the
+# control plane, and the helm and kustomize releases Sluice is compared
+# with.
 tools:
 	hack/kube/build.sh >/dev/null
 	hack/helm/build.sh >/dev/null
-
-# What the benchmarks compare with, besides the tests' tools.
-bench-tools: tools
 	hack/kustomize/build.sh >/dev/null
 
 test: tools
 	$(GO) vet ./...
 	$(GO) test ./...
 
-bench: bench-tools
+bench: tools
 	$(GO) run ./bench hydrate
 	$(GO) run ./bench render
 	$(GO) run ./bench apply

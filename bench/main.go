@@ -5,6 +5,7 @@
 //	go run ./bench apply   [-n 10]
 //	go run ./bench run     [-n 50]
 //	go run ./bench takeover [-size 8388608]
+//	go run ./bench render  [-overlays 200] [-apps 31] [-n 5]
 //
 // hydrate: `sluice hydrate` on a synthetic monorepo (200 kustomize overlays
 // over 20 shared bases, and 20 Helm charts) against the baseline hydros and
@@ -50,8 +51,10 @@ func main() {
 		mainRun()
 	case "takeover":
 		mainTakeover()
+	case "render":
+		mainRender()
 	default:
-		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, apply, run, takeover)\n", mode)
+		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover)\n", mode)
 		os.Exit(2)
 	}
 }
@@ -222,11 +225,17 @@ func timed(name, bin string, args ...string) (measurement, string, error) {
 	m := measurement{name: name, wall: time.Since(start)}
 	if cmd.ProcessState != nil {
 		m.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			m.maxRS = ru.Maxrss
-		}
+		m.maxRS = maxRSS(cmd.ProcessState)
 	}
 	return m, out.String(), err
+}
+
+// maxRSS is a finished process's peak resident set, in KiB.
+func maxRSS(ps *os.ProcessState) int64 {
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss
+	}
+	return 0
 }
 
 func summarize(jsonOut string) string {

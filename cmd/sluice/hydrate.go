@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -75,32 +74,16 @@ func (f *hydrateFlags) options(s Streams, g *globalFlags) (hydrate.Options, erro
 	}
 	o.Force, o.DryRun, o.OutDir, o.Parallel = f.force, f.dryRun, f.out, f.parallel
 	o.Log = slog.Default()
-	if f.output == "text" && (isTerminal(s.Err) || g.verbose) {
-		o.Progress = func(r hydrate.Result) { fmt.Fprintln(s.Err, progressLine(r)) }
+	if f.live(s) {
+		o.Progress = func(r hydrate.Result) { printSync(s, r) }
 	}
 	return o, nil
 }
 
-func progressLine(r hydrate.Result) string {
-	switch r.Result {
-	case hydrate.Failed:
-		return fmt.Sprintf("✗ %s failed: %s", r.Name, r.Error)
-	case hydrate.Committed:
-		return fmt.Sprintf("✓ %s committed %s → %s", r.Name, shortSHA(r.Commit), r.Destination)
-	case hydrate.Changed:
-		return fmt.Sprintf("~ %s changed → %s", r.Name, r.Destination)
-	case hydrate.Locked:
-		return lockedLine(r)
-	}
-	return fmt.Sprintf("= %s unchanged", r.Name)
-}
-
-func shortSHA(s string) string {
-	if len(s) > 7 {
-		return s[:7]
-	}
-	return s
-}
+// live reports whether each sync's line is printed as its result comes
+// (on a terminal); elsewhere the lines come at the end, in the order of
+// the syncs, so that a log reads the same every run.
+func (f *hydrateFlags) live(s Streams) bool { return f.output == "text" && isTerminal(s.Out) }
 
 func (f *hydrateFlags) print(s Streams, report *hydrate.Report) error {
 	if f.output == "json" {
@@ -114,11 +97,10 @@ func (f *hydrateFlags) print(s Streams, report *hydrate.Report) error {
 			if r.Diff != "" {
 				fmt.Fprint(s.Out, r.Diff)
 			}
-			if r.Result == hydrate.Failed && !isTerminal(s.Err) {
-				fmt.Fprintf(s.Err, "✗ %s failed: %s\n", r.Name, r.Error)
-			}
-			if r.Result == hydrate.Locked && !isTerminal(s.Err) {
-				fmt.Fprintln(s.Err, lockedLine(r))
+		}
+		if !f.live(s) {
+			for _, r := range report.Results {
+				printSync(s, r)
 			}
 		}
 	}
@@ -129,21 +111,9 @@ func (f *hydrateFlags) print(s Streams, report *hydrate.Report) error {
 		return exit(1, err)
 	}
 	if f.dryRun && report.Changed() {
-		var names []string
-		for _, r := range report.Results {
-			if r.Result == hydrate.Changed {
-				names = append(names, r.Name)
-			}
-		}
-		return exit(1, fmt.Errorf("would change: %s", strings.Join(names, ", ")))
+		// A difference is the answer a dry run was asked for, not an
+		// error: exit 1 says it, without an "error:" line.
+		return exit(1, nil)
 	}
 	return nil
-}
-
-func lockedLine(r hydrate.Result) string {
-	line := fmt.Sprintf("⊘ %s skipped: %s is taken over by %s until %s", r.Name, r.Destination, r.Lock.Owner, r.Lock.Expires)
-	if r.Lock.Tag != "" {
-		line += " (deployment tag " + r.Lock.Tag + ")"
-	}
-	return line
 }

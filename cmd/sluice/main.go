@@ -27,9 +27,17 @@ func main() {
 			defer trace.Stop()
 		}
 	}
-	// Sluice's runs are short and its heap small: trading some memory for
-	// a quarter of the collections keeps hydration CPU-bound on real work.
-	debug.SetGCPercent(400)
+	// Sluice's runs are short and their heaps mostly small: trading some
+	// memory for a quarter of the collections keeps hydration CPU-bound on
+	// real work. A soft limit keeps the trade from growing with the heap:
+	// a render of kubeflow's size then runs at kustomize's peak memory,
+	// not five times the live heap. GOGC and GOMEMLIMIT override both.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(256 << 20)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Run(ctx, Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Args[1:])
 	stop()

@@ -42,11 +42,11 @@ func cliFixture(t *testing.T) (syncs string, srv *testenv.GitServer, cache strin
 
 func TestHydrateCLIExitCodesAndJSON(t *testing.T) {
 	syncs, _, cache := cliFixture(t)
-	_, _, code := run(t, "hydrate", "-f", syncs, "--cache-dir", cache, "--dry-run")
-	if code != 1 {
-		t.Fatalf("dry run with changes: exit %d, want 1", code)
+	out, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", cache, "--dry-run")
+	if code != 1 || strings.Contains(stderr, "error:") || !strings.Contains(out, "one changed → ") || !strings.Contains(out, "+  name: web") {
+		t.Fatalf("dry run with changes: exit %d, want 1, a diff and a line per sync, and no error\n%s%s", code, out, stderr)
 	}
-	out, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", cache, "-o", "json")
+	out, stderr, code = run(t, "hydrate", "-f", syncs, "--cache-dir", cache, "-o", "json")
 	if code != 0 {
 		t.Fatalf("hydrate: exit %d\n%s", code, stderr)
 	}
@@ -58,7 +58,7 @@ func TestHydrateCLIExitCodesAndJSON(t *testing.T) {
 		t.Errorf("json = %s", out)
 	}
 	out, _, code = run(t, "hydrate", "-f", syncs, "--cache-dir", cache, "--dry-run")
-	if code != 0 || out != "" {
+	if code != 0 || !strings.HasPrefix(out, "one unchanged at ") || !strings.Contains(out, "\ntwo unchanged at ") || strings.Contains(out, "---") {
 		t.Errorf("dry run with nothing to change: exit %d, output %q", code, out)
 	}
 	out, _, code = run(t, "hydrate", "-f", syncs, "--cache-dir", cache, "--sync", "two", "-o", "json")

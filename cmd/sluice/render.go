@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -26,11 +25,12 @@ func newRenderCmd(s Streams) *cobra.Command {
   sluice render charts/shop --pin`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			objs, err := renderLocal(cmd, args[0], f)
+			out, err := renderLocal(cmd, args[0], f)
 			if err != nil {
 				return exit(2, err)
 			}
-			return writeObjects(s.Out, objs)
+			_, err = s.Out.Write(out)
+			return err
 		},
 	}
 	fl := cmd.Flags()
@@ -42,46 +42,28 @@ func newRenderCmd(s Streams) *cobra.Command {
 	return cmd
 }
 
-// renderLocal renders a directory, pinning its images if asked.
-func renderLocal(cmd *cobra.Command, dir string, f *renderCmdFlags) ([]string, error) {
+// renderLocal renders a directory, pinning its images if asked, and
+// returns it as YAML documents: for a kustomization without --pin,
+// exactly what `kustomize build` prints.
+func renderLocal(cmd *cobra.Command, dir string, f *renderCmdFlags) ([]byte, error) {
 	ro, err := f.render.options(nil, &f.limits)
 	if err != nil {
 		return nil, err
 	}
-	reg := ro.Charts.Registry
 	res, _, err := render.Local(cmd.Context(), dir, ro)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
 	}
-	nodes, err := res.Nodes()
-	if err != nil {
-		return nil, err
-	}
 	if f.pin {
-		p := &pin.Pinner{Registry: reg}
+		nodes, err := res.Nodes()
+		if err != nil {
+			return nil, err
+		}
+		p := &pin.Pinner{Registry: ro.Charts.Registry}
 		if _, err := p.Pin(cmd.Context(), nodes, []v1alpha1.ImageRule{{Name: "*", Strategy: v1alpha1.StrategyMutableTag}}); err != nil {
 			return nil, err
 		}
+		res = &render.Result{Objects: nodes}
 	}
-	out := make([]string, len(nodes))
-	for i, o := range nodes {
-		if out[i], err = o.String(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-func writeObjects(w io.Writer, objs []string) error {
-	for i, o := range objs {
-		if i > 0 {
-			if _, err := io.WriteString(w, "---\n"); err != nil {
-				return err
-			}
-		}
-		if _, err := io.WriteString(w, o); err != nil {
-			return err
-		}
-	}
-	return nil
+	return res.YAML()
 }

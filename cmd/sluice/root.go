@@ -50,7 +50,17 @@ type globalFlags struct {
 	verbose bool
 }
 
-// Run runs the sluice command line and returns the exit code.
+// usageError is a command line the command cannot run: an unknown
+// command or flag, a wrong number of arguments. It exits 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// Run runs the sluice command line and returns the exit code: 0 success,
+// 1 what the command did failed (or, where the command says so, found a
+// difference), 2 the input was wrong or the command could not run. The
+// code is decided by the error's type, never by its text.
 func Run(ctx context.Context, s Streams, args []string) int {
 	root := newRootCmd(s)
 	root.SetArgs(args)
@@ -63,10 +73,12 @@ func Run(ctx context.Context, s Streams, args []string) int {
 	}
 	code := 1
 	var ee *exitError
-	if errors.As(err, &ee) {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ee):
 		code = ee.code
 		err = ee.err
-	} else if strings.Contains(err.Error(), "unknown flag") || strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), "accepts") || strings.Contains(err.Error(), "required flag") {
+	case errors.As(err, &ue):
 		code = 2
 	}
 	if err != nil {
@@ -75,6 +87,21 @@ func Run(ctx context.Context, s Streams, args []string) int {
 		}
 	}
 	return code
+}
+
+// strict makes every command's argument and flag errors usage errors.
+func strict(cmd *cobra.Command) {
+	if validate := cmd.Args; validate != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := validate(c, args); err != nil {
+				return &usageError{fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		strict(sub)
+	}
 }
 
 func newRootCmd(s Streams) *cobra.Command {
@@ -102,5 +129,24 @@ sessions that put the cluster back and hand it to GitOps when they end
 	}
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "print progress and debug logs to stderr")
 	root.AddCommand(newHydrateCmd(s, g), newRenderCmd(s), newApplyCmd(s), newDiffCmd(s), newRunCmd(s), newBuildCmd(s), newTakeoverCmd(s), newDevCmd(s), newVersionCmd(s))
+	// The root runs only to say a command is unknown (cobra would return
+	// that as a plain error) or, with no command, to print its help.
+	root.Args = cobra.ArbitraryArgs
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if sug := cmd.SuggestionsFor(args[0]); len(sug) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", sug[0])
+		}
+		return &usageError{errors.New(msg)}
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
+	})
+	for _, sub := range root.Commands() {
+		strict(sub)
+	}
 	return root
 }

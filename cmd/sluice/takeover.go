@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/repoconfig"
 	"sluice.dev/sluice/internal/takeover"
 )
@@ -157,11 +156,7 @@ func printReconcile(s Streams, output string, rep *repoconfig.Report) error {
 			fmt.Fprintf(s.Out, "image %s %s@%s tagged %s (from %s)\n", r.Name, r.Image, shortDigestOf(r.Digest), strings.Join(r.Tags, ", "), r.Source)
 		}
 		for _, r := range rep.Syncs {
-			line := progressLine(r)
-			if r.Result == hydrate.Unchanged {
-				line = fmt.Sprintf("= %s unchanged → %s", r.Name, r.Destination)
-			}
-			fmt.Fprintln(s.Out, line)
+			printSync(s, r)
 		}
 	}
 	if err := rep.Err(); err != nil {

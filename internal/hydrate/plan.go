@@ -166,13 +166,17 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	if err != nil {
 		return fmt.Errorf("rendering %s %s: %w", src.Describe(), ms.Spec.Source.Path, err)
 	}
-	written := pin.Images(res.Objects)
-	images, err := pinner.Pin(ctx, res.Objects, ms.Spec.Images)
+	objs, err := res.Nodes()
+	if err != nil {
+		return fmt.Errorf("rendering %s %s: %w", src.Describe(), ms.Spec.Source.Path, err)
+	}
+	written := pin.Images(objs)
+	images, err := pinner.Pin(ctx, objs, ms.Spec.Images)
 	if err != nil {
 		return fmt.Errorf("pinning: %w", err)
 	}
 	waiting := waitingImages(written, ms.Spec.Images, images)
-	folder, err := destination.Manifests(res.Objects, ms.Spec.Destination.Layout)
+	folder, err := destination.Manifests(objs, ms.Spec.Destination.Layout)
 	if err != nil {
 		return err
 	}

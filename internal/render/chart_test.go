@@ -72,8 +72,8 @@ func TestRemoteChartFromOCIRegistry(t *testing.T) {
 	if res.Chart == nil || res.Chart.Version != "1.3.0" || res.Chart.Digest != want {
 		t.Errorf("chart = %+v, want 1.3.0 %s", res.Chart, want)
 	}
-	if len(res.Objects) != 3 {
-		t.Errorf("objects = %v", ids(res.Objects))
+	if len(objects(t, res)) != 3 {
+		t.Errorf("objects = %v", ids(objects(t, res)))
 	}
 	again, err := charts.Resolve(context.Background(), *s.Helm.Chart)
 	if err != nil || again != *res.Chart {
@@ -105,7 +105,7 @@ func TestRemoteChartFromHTTPSRepository(t *testing.T) {
 		t.Errorf("digest = %s", res.Chart.Digest)
 	}
 	found := false
-	for _, o := range res.Objects {
+	for _, o := range objects(t, res) {
 		if o.GetKind() == "Deployment" && strings.Contains(o.MustString(), "replicas: 9") {
 			found = true
 		}

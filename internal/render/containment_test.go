@@ -134,7 +134,7 @@ func TestNothingOutsideTheSourceIsRead(t *testing.T) {
 				res, err := Render(context.Background(), fsys.fs, tt.dir, Options{ReleaseName: "r"})
 				if err == nil {
 					out := ""
-					for _, o := range res.Objects {
+					for _, o := range objects(t, res) {
 						out += o.MustString()
 					}
 					t.Fatalf("rendered:\n%s", out)
@@ -154,7 +154,7 @@ func TestNothingOutsideTheSourceIsRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.Join(ids(res.Objects), " "); got != "ConfigMap//fine ConfigMap//shared" {
+			if got := strings.Join(ids(objects(t, res)), " "); got != "ConfigMap//fine ConfigMap//shared" {
 				t.Errorf("objects = %s", got)
 			}
 		})

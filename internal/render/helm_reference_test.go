@@ -132,12 +132,12 @@ func TestChartsRenderAsTheHelmReleaseBinary(t *testing.T) {
 			if err != nil {
 				t.Fatalf("sluice: %v", err)
 			}
-			if len(res.Objects) != len(want) {
-				t.Fatalf("sluice renders %d objects, helm %d:\n%v\n%v", len(res.Objects), len(want), ids(res.Objects), ids(want))
+			if len(objects(t, res)) != len(want) {
+				t.Fatalf("sluice renders %d objects, helm %d:\n%v\n%v", len(objects(t, res)), len(want), ids(objects(t, res)), ids(want))
 			}
 			for i := range want {
 				random := differingPaths(t, want[i], wantAgain[i])
-				g, w := masked(t, res.Objects[i], random), masked(t, want[i], random)
+				g, w := masked(t, objects(t, res)[i], random), masked(t, want[i], random)
 				if g != w {
 					t.Errorf("object %d differs:\n--- sluice\n%s\n--- helm\n%s", i, g, w)
 				}

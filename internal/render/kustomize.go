@@ -13,7 +13,6 @@ import (
 	goyaml "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/openapi"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -38,10 +37,19 @@ type kustomizeRun struct {
 // kustomization's folder unless the settings say none. Remote bases and
 // files are opened in process and mounted into the tree; kustomize never
 // runs git.
-func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (objs []*yaml.RNode, origins []string, size int64, err error) {
+// kustomized is a kustomize build's output: as kustomize prints it, and
+// as objects when origins were asked (they are read off the objects).
+type kustomized struct {
+	yaml    []byte
+	count   int
+	objects []*yaml.RNode
+	origins []string
+}
+
+func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (out *kustomized, err error) {
 	s := kr.settings
 	if s.EnableHelm {
-		return nil, nil, 0, fmt.Errorf("render.kustomize.enableHelm: kustomize's helmCharts run the helm binary; point the sync at the chart (render.helm) instead")
+		return nil, fmt.Errorf("render.kustomize.enableHelm: kustomize's helmCharts run the helm binary; point the sync at the chart (render.helm) instead")
 	}
 	opts := krusty.MakeDefaultOptions()
 	// kustomize sorts in legacy order unless the kustomization says
@@ -117,31 +125,33 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 	}()
 	m, err := krusty.MakeKustomizer(opts).Run(kfs, path.Join("/", dir))
 	if refused != nil {
-		return nil, nil, 0, refused
+		return nil, refused
 	}
 	if kfs.missing != nil {
-		return nil, nil, 0, kfs.missing
+		return nil, kfs.missing
 	}
 	if err != nil {
-		return nil, nil, 0, explainRestrictor(err, g)
+		return nil, explainRestrictor(err, g)
 	}
-	if err := kr.limits.checkOutput(m.Size(), 0); err != nil {
-		return nil, nil, 0, err
+	out = &kustomized{count: m.Size()}
+	if err := kr.limits.checkOutput(out.count, 0); err != nil {
+		return nil, err
 	}
-	out, err := m.AsYaml()
-	if err != nil {
-		return nil, nil, 0, err
+	if out.yaml, err = m.AsYaml(); err != nil {
+		return nil, err
 	}
-	if err := kr.limits.checkOutput(0, int64(len(out))); err != nil {
-		return nil, nil, 0, err
-	}
-	if objs, err = kio.FromBytes(out); err != nil {
-		return nil, nil, 0, err
+	m = nil // the build's own tree can go before the output is parsed
+	if err := kr.limits.checkOutput(0, int64(len(out.yaml))); err != nil {
+		return nil, err
 	}
 	if kr.origins {
-		origins = kfs.readOrigins(objs, dir)
+		if out.objects, err = decodeNodes(out.yaml); err != nil {
+			return nil, err
+		}
+		out.origins = kfs.readOrigins(out.objects, dir)
+		out.yaml = nil // the objects changed: the YAML is theirs now
 	}
-	return objs, origins, int64(len(out)), nil
+	return out, nil
 }
 
 // restrictorError is kustomize's message for a file outside the

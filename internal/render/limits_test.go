@@ -67,3 +67,24 @@ func TestRenderPastItsTimeoutReturnsAtOnce(t *testing.T) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
+
+func TestAliasesAreExpandedIntoPlainYAML(t *testing.T) {
+	files := mapFS{
+		"p/cm.yaml":           "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels: &labels {app: web, tier: front}\n  annotations:\n    <<: *labels\n    extra: x\ndata: {copy: *labels}\n",
+		"c/Chart.yaml":        "apiVersion: v2\nname: c\nversion: 0.1.0\n",
+		"c/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  labels: &l {app: web}\n  annotations: *l\n",
+	}
+	for _, dir := range []string{"p", "c"} {
+		res, err := Render(context.Background(), files.fs(), dir, Options{ReleaseName: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := objects(t, res)[0].MustString()
+		if strings.ContainsAny(out, "&*") || strings.Contains(out, "<<") {
+			t.Errorf("%s: aliases left in the output:\n%s", dir, out)
+		}
+		if a, _ := objects(t, res)[0].GetString("metadata.annotations.app"); a != "web" {
+			t.Errorf("%s: alias not expanded:\n%s", dir, out)
+		}
+	}
+}

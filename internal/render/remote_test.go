@@ -68,7 +68,7 @@ func TestRemoteBasesAndFilesAreReadInProcessNeverByGit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(ids(res.Objects), " "); got != "ConfigMap/dev/from-git ConfigMap/dev/from-http" {
+	if got := strings.Join(ids(objects(t, res)), " "); got != "ConfigMap/dev/from-git ConfigMap/dev/from-http" {
 		t.Errorf("objects = %s", got)
 	}
 	if len(res.Remote) != 2 {

@@ -1,15 +1,18 @@
 package render
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"runtime/debug"
 	"sync"
 
+	goyaml "go.yaml.in/yaml/v3"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -64,7 +67,10 @@ type Options struct {
 // Result is a render's output and what it read.
 type Result struct {
 	Renderer v1alpha1.Renderer
-	Objects  []*yaml.RNode
+	// Objects are the objects as YAML nodes; nil until Nodes is called
+	// for a render that kept its output as YAML (kustomize's) or JSON
+	// (the cache's).
+	Objects []*yaml.RNode
 	// JSON holds the objects as JSON instead of Objects, for a render that
 	// came from the cache; Nodes gives YAML nodes either way.
 	JSON []json.RawMessage
@@ -79,6 +85,8 @@ type Result struct {
 	// Remote lists files fetched from outside the source tree (remote
 	// kustomize bases and files): a render that has any cannot be skipped.
 	Remote []string
+	// yaml is the output as kustomize printed it, until it is parsed.
+	yaml []byte
 }
 
 // Origin is the source file of object i, or "" when unknown.
@@ -132,13 +140,18 @@ func render(ctx context.Context, fsys source.FS, dir string, o Options, lim Limi
 	}
 	res := &Result{Renderer: v1alpha1.Renderer{Name: kind, Version: Version(kind)}}
 	var size int64
+	objects := -1 // -1: as many as res.Objects holds
 	switch kind {
 	case Kustomize:
 		kr := &kustomizeRun{bases: o.Bases, fetch: o.Fetch, origins: o.Origins, limits: lim}
 		if o.Render != nil && o.Render.Kustomize != nil {
 			kr.settings = *o.Render.Kustomize
 		}
-		res.Objects, res.Origins, size, err = kustomizeDir(ctx, g, dir, kr)
+		var out *kustomized
+		if out, err = kustomizeDir(ctx, g, dir, kr); err == nil {
+			res.yaml, res.Objects, res.Origins, size = out.yaml, out.objects, out.origins, int64(len(out.yaml))
+			objects = out.count
+		}
 		res.Remote = kr.remote
 	case Helm:
 		s := v1alpha1.HelmRender{ReleaseName: o.ReleaseName}
@@ -184,7 +197,10 @@ func render(ctx context.Context, fsys source.FS, dir string, o Options, lim Limi
 	if err != nil {
 		return nil, err
 	}
-	if err := lim.checkOutput(len(res.Objects), size); err != nil {
+	if objects < 0 {
+		objects = len(res.Objects)
+	}
+	if err := lim.checkOutput(objects, size); err != nil {
 		return nil, err
 	}
 	res.Inputs = tr.Inputs()
@@ -210,8 +226,16 @@ func (o *Options) capabilities(ctx context.Context) (Capabilities, error) {
 
 // Nodes returns the objects as YAML nodes.
 func (r *Result) Nodes() ([]*yaml.RNode, error) {
-	if r.Objects != nil || r.JSON == nil {
+	if r.Objects != nil {
 		return r.Objects, nil
+	}
+	if r.yaml != nil {
+		objs, err := decodeNodes(r.yaml)
+		if err != nil {
+			return nil, err
+		}
+		r.Objects = objs
+		return objs, nil
 	}
 	for _, raw := range r.JSON {
 		n, err := yaml.Parse(string(raw))
@@ -223,13 +247,61 @@ func (r *Result) Nodes() ([]*yaml.RNode, error) {
 	return r.Objects, nil
 }
 
+// YAML returns the objects as one stream of YAML documents: for a
+// kustomization, exactly what `kustomize build` prints.
+func (r *Result) YAML() ([]byte, error) {
+	if r.yaml != nil {
+		return r.yaml, nil
+	}
+	nodes, err := r.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	for i, o := range nodes {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		s, err := o.String()
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(s)
+	}
+	return b.Bytes(), nil
+}
+
+// decodeNodes parses a stream of YAML documents that holds no aliases
+// (kustomize's output) into nodes, one per object.
+func decodeNodes(data []byte) ([]*yaml.RNode, error) {
+	dec := goyaml.NewDecoder(bytes.NewReader(data))
+	var out []*yaml.RNode
+	for {
+		doc := &goyaml.Node{}
+		if err := dec.Decode(doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(doc.Content) == 0 {
+			continue
+		}
+		out = append(out, yaml.NewRNode(doc.Content[0]))
+	}
+}
+
 // JSONObjects returns the objects as JSON.
 func (r *Result) JSONObjects() ([]json.RawMessage, error) {
 	if r.JSON != nil {
 		return r.JSON, nil
 	}
-	out := make([]json.RawMessage, 0, len(r.Objects))
-	for _, o := range r.Objects {
+	nodes, err := r.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]json.RawMessage, 0, len(nodes))
+	for _, o := range nodes {
 		data, err := o.MarshalJSON()
 		if err != nil {
 			return nil, err

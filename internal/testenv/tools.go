@@ -18,6 +18,28 @@ func HelmBinary(t TB) string {
 	return tool(t, "helm", "helm.sh/helm/v4", "hack/helm/build.sh")
 }
 
+// KustomizeBinary returns the kustomize CLI that `make tools` builds
+// (hack/kustomize/build.sh: the release matching go.mod's
+// sigs.k8s.io/kustomize/api), that Sluice's kustomize output is compared
+// with.
+func KustomizeBinary(t TB) string {
+	t.Helper()
+	root, err := SourceRoot()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	api, err := requiredVersion(filepath.Join(root, "go.mod"), "sigs.k8s.io/kustomize/api")
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	releases := map[string]string{"v0.21.2": "v5.8.2"} // as hack/kustomize/build.sh
+	p := filepath.Join(root, "bin", "kustomize", releases[api], "kustomize")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("kustomize %s is not built: run `make tools` (or hack/kustomize/build.sh) first; `make test` does", releases[api])
+	}
+	return p
+}
+
 // tool finds bin/NAME/VERSION/NAME in the source tree, VERSION being the
 // version go.mod requires of module.
 func tool(t TB, name, module, script string) string {

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// mainRender compares `sluice render` with the kustomize CLI of the same
+// kustomize release (v5.8.2 for sigs.k8s.io/kustomize/api v0.21.2, built
+// from the module proxy by hack/kustomize/build.sh), process for process:
+// on every overlay of the hydrate benchmark's monorepo, and on a generated
+// tree the size of kubeflow's example overlay. Both print to /dev/null.
+func mainRender() {
+	overlays := flag.Int("overlays", 200, "monorepo overlays")
+	apps := flag.Int("apps", 31, "apps of the kubeflow-sized tree (22 objects each)")
+	n := flag.Int("n", 5, "runs of the kubeflow-sized render, each tool")
+	keep := flag.Bool("keep", false, "keep the work directory")
+	flag.Parse()
+	tb := newTB()
+	tb.keep = *keep
+	defer tb.cleanup()
+	if err := runRender(tb, *overlays, *apps, *n); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		tb.cleanup()
+		os.Exit(1)
+	}
+}
+
+func runRender(tb *benchTB, nOverlays, apps, n int) error {
+	work := tb.TempDir()
+	bin, _, err := tools(work)
+	if err != nil {
+		return err
+	}
+	kustomize, err := kustomizeCLI()
+	if err != nil {
+		return err
+	}
+	mono := filepath.Join(work, "monorepo")
+	if err := writeFiles(mono, monorepo("registry.example.com", nOverlays, 20, 0)); err != nil {
+		return err
+	}
+	kf := filepath.Join(work, "kubeflow")
+	if err := writeFiles(kf, kubeflowLike(apps)); err != nil {
+		return err
+	}
+	// Outside a git work tree, sluice render reads from the filesystem's
+	// root, as kustomize does.
+	render := func(tool, dir string) (measurement, []byte, error) {
+		args := []string{"render", dir}
+		if tool == kustomize {
+			args = []string{"build", dir}
+		}
+		cmd := exec.Command(tool, args...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		start := time.Now()
+		err := cmd.Run()
+		m := measurement{wall: time.Since(start)}
+		if err != nil {
+			return m, nil, fmt.Errorf("%s %s: %w\n%s", filepath.Base(tool), strings.Join(args, " "), err, tail(errb.String()))
+		}
+		m.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		m.maxRS = maxRSS(cmd.ProcessState)
+		return m, out.Bytes(), nil
+	}
+	// Both must print the same bytes, or the comparison means nothing.
+	same := func(dir string, a, b []byte) error {
+		if !bytes.Equal(a, b) {
+			return fmt.Errorf("%s: sluice render and kustomize build print different output", dir)
+		}
+		return nil
+	}
+
+	type row struct {
+		name           string
+		sluice, kustom measurement
+		note           string
+	}
+	var rows []row
+
+	// The monorepo: each overlay once per tool, interleaved, so that the
+	// machine's noise falls on both alike.
+	var sCPU, kCPU, sRSS, kRSS []float64
+	var sTot, kTot measurement
+	for i := 0; i < nOverlays; i++ {
+		dir := filepath.Join(mono, "overlays", fmt.Sprintf("o%03d", i))
+		s, sout, err := render(bin, dir)
+		if err != nil {
+			return err
+		}
+		k, kout, err := render(kustomize, dir)
+		if err != nil {
+			return err
+		}
+		if err := same(dir, sout, kout); err != nil {
+			return err
+		}
+		sCPU, kCPU = append(sCPU, float64(s.cpu)), append(kCPU, float64(k.cpu))
+		sRSS, kRSS = append(sRSS, float64(s.maxRS)), append(kRSS, float64(k.maxRS))
+		sTot.cpu, kTot.cpu = sTot.cpu+s.cpu, kTot.cpu+k.cpu
+		sTot.wall, kTot.wall = sTot.wall+s.wall, kTot.wall+k.wall
+		sTot.maxRS, kTot.maxRS = max(sTot.maxRS, s.maxRS), max(kTot.maxRS, k.maxRS)
+	}
+	sTot.cpu /= time.Duration(nOverlays)
+	kTot.cpu /= time.Duration(nOverlays)
+	sTot.wall /= time.Duration(nOverlays)
+	kTot.wall /= time.Duration(nOverlays)
+	rows = append(rows, row{name: fmt.Sprintf("monorepo: each of %d overlays (mean per overlay; peak RSS the largest)", nOverlays), sluice: sTot, kustom: kTot,
+		note: fmt.Sprintf("median CPU %s vs %s, median peak RSS %d vs %d MiB",
+			round(time.Duration(medianOf(sCPU))), round(time.Duration(medianOf(kCPU))), int64(medianOf(sRSS))>>10, int64(medianOf(kRSS))>>10)})
+
+	// The kubeflow-sized tree: n runs each, interleaved; medians.
+	var ss, ks []measurement
+	var size int
+	for i := 0; i < n; i++ {
+		s, out, err := render(bin, filepath.Join(kf, "overlays", "example"))
+		if err != nil {
+			return err
+		}
+		k, kout, err := render(kustomize, filepath.Join(kf, "overlays", "example"))
+		if err != nil {
+			return err
+		}
+		if err := same("the kubeflow-sized overlay", out, kout); err != nil {
+			return err
+		}
+		size = len(kout)
+		ss, ks = append(ss, s), append(ks, k)
+	}
+	objects := countObjects(kustomize, filepath.Join(kf, "overlays", "example"))
+	rows = append(rows, row{name: fmt.Sprintf("kubeflow-sized overlay: %d objects, %.1f MB (median of %d)", objects, float64(size)/1e6, n),
+		sluice: medianCPU(ss), kustom: medianCPU(ks)})
+
+	fmt.Printf("`sluice render` against `kustomize build` (kustomize v5.8.2, built from the module proxy), one process per render; both print the same bytes (checked). CPU is user+system, as the kernel reports it.\n\n")
+	fmt.Println("| render | sluice CPU | kustomize CPU | CPU ratio | sluice peak RSS | kustomize peak RSS | RSS ratio | note |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s | %.2fx | %d MiB | %d MiB | %.2fx | %s |\n", r.name,
+			round(r.sluice.cpu), round(r.kustom.cpu), float64(r.sluice.cpu)/float64(r.kustom.cpu),
+			r.sluice.maxRS>>10, r.kustom.maxRS>>10, float64(r.sluice.maxRS)/float64(r.kustom.maxRS), r.note)
+	}
+	fmt.Printf("\nTargets: CPU per overlay ≤ 1.25x kustomize's, peak RSS ≤ 1.5x.\n")
+	return nil
+}
+
+// kustomizeCLI builds (if need be) and finds the kustomize CLI.
+func kustomizeCLI() (string, error) {
+	out, err := exec.Command("hack/kustomize/build.sh").Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/kustomize/build.sh: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func writeFiles(root string, files map[string]string) error {
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func countObjects(kustomize, dir string) int {
+	out, _ := exec.Command(kustomize, "build", dir).Output()
+	return bytes.Count(out, []byte("\n---\n")) + 1
+}
+
+func medianOf(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// medianCPU is the run of median CPU time.
+func medianCPU(ms []measurement) measurement {
+	s := append([]measurement(nil), ms...)
+	sort.Slice(s, func(i, j int) bool { return s[i].cpu < s[j].cpu })
+	return s[len(s)/2]
+}
