@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -58,8 +59,11 @@ func (m Mapping) validate(p *field.Path) field.ErrorList {
 	case !doublestar.ValidatePattern(m.Src):
 		errs = append(errs, field.Invalid(p.Child("src"), m.Src, "not a valid glob"))
 	}
-	if m.Dest == "" || !path.IsAbs(m.Dest) {
+	switch {
+	case m.Dest == "" || !path.IsAbs(m.Dest):
 		errs = append(errs, field.Invalid(p.Child("dest"), m.Dest, "must be an absolute path in the image"))
+	case slices.Contains(strings.Split(m.Dest, "/"), ".."):
+		errs = append(errs, field.Invalid(p.Child("dest"), m.Dest, "must not hold .. (write the path it means)"))
 	}
 	if m.Strip != "" && (path.IsAbs(m.Strip) || strings.Contains(m.Strip, "..")) {
 		errs = append(errs, field.Invalid(p.Child("strip"), m.Strip, "a relative prefix of src"))

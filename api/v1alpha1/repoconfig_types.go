@@ -29,6 +29,12 @@ type RepoConfigSpec struct {
 	Selectors []metav1.LabelSelector `json:"selectors,omitempty"`
 	// Overrides transform every resource found, in memory.
 	Overrides Overrides `json:"overrides,omitempty"`
+	// AllowBuilders lets the Images found run their spec.builder command
+	// on the machine that reconciles this RepoConfig. Without it, an Image
+	// with a builder fails: whoever can write to the repository would
+	// otherwise run commands here. Only the RepoConfig (or a flag) can
+	// allow it, never the repository's own files.
+	AllowBuilders bool `json:"allowBuilders,omitempty"`
 }
 
 // Overrides transform resources before they are reconciled.

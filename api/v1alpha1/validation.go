@@ -32,12 +32,55 @@ func validateRelPath(p string, fp *field.Path) field.ErrorList {
 	case p == ".." || strings.HasPrefix(p, "../"):
 		return field.ErrorList{field.Invalid(fp, p, "must not leave its root with ..")}
 	}
+	if p == "" || p == "." {
+		return nil
+	}
+	if err := ValidateGitPath(p); err != nil {
+		return field.ErrorList{field.Invalid(fp, p, err.Error())}
+	}
+	return nil
+}
+
+// ValidateGitPath checks a slash-separated path as git checks the paths
+// of a tree it checks out or receives (with fsckObjects): no empty, "."
+// or ".." element, no .git folder under any name a file system takes for
+// it (".GIT", ".git." and "git~1" on Windows, ".g\u200cit" on macOS), and
+// none of the characters Windows cannot hold in a name.
+func ValidateGitPath(p string) error {
 	for _, part := range strings.Split(p, "/") {
-		if part == ".git" {
-			return field.ErrorList{field.Invalid(fp, p, "must not name a .git folder")}
+		if why := gitRefuses(part); why != "" {
+			return fmt.Errorf("%q: %s", part, why)
 		}
 	}
 	return nil
+}
+
+func gitRefuses(part string) string {
+	switch part {
+	case "":
+		return "an empty path element"
+	case ".", "..":
+		return "a path element git refuses"
+	}
+	for _, r := range part {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(`\:*?"<>|`, r) {
+			return fmt.Sprintf("holds %q, which git refuses on Windows checkouts", r)
+		}
+	}
+	// What HFS+ ignores, and NTFS's trailing dots and spaces, do not make a
+	// name other than .git to those file systems.
+	folded := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 0x200c && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x206a && r <= 0x206f, r == 0xfeff:
+			return -1
+		}
+		return r
+	}, part)
+	folded = strings.TrimRight(folded, ". ")
+	if strings.EqualFold(folded, ".git") || strings.EqualFold(folded, "git~1") {
+		return "names the repository's own .git folder on some file system; git refuses it"
+	}
+	return ""
 }
 
 // ValidateRefName checks a git branch or tag name as `git check-ref-format`

@@ -21,15 +21,17 @@ import (
 // engineFlags choose where the engines keep things, how they reach
 // registries, and the limits every render runs within.
 type engineFlags struct {
-	insecure []string
-	cacheDir string
-	jobs     int
-	limits   limitFlags
+	insecure      []string
+	cacheDir      string
+	jobs          int
+	allowBuilders bool
+	limits        limitFlags
 }
 
 func (e *engineFlags) add(fl *pflag.FlagSet) {
 	e.addCache(fl)
 	fl.IntVar(&e.jobs, "jobs", 4, "images built at once")
+	fl.BoolVar(&e.allowBuilders, "allow-builders", false, "run the external builders (spec.builder) of Images found in RepoConfigs' repositories, which otherwise need spec.allowBuilders on the RepoConfig")
 }
 
 // addCache adds the flags of the caches and registries, and the limits.
@@ -66,7 +68,7 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	// New commits to fetch mean renders ahead: warm kustomize up while
 	// the fetch runs.
 	cache := source.NewCache(filepath.Join(dir, "git"), source.WithAuth(source.AuthFromEnv(os.Getenv)), source.WithFetchHook(render.Warm))
-	b := &build.Builder{Cache: cache, Registry: reg, Jobs: e.jobs, Log: s.Err}
+	b := &build.Builder{Cache: cache, Registry: reg, Jobs: e.jobs, Log: s.Err, AllowBuilders: e.allowBuilders}
 	h := hydrate.Options{
 		Cache: cache, Registry: reg, Charts: &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
 		StateDir: dir, Limits: lim,

@@ -35,6 +35,11 @@ type Builder struct {
 	Env []string
 	// Log receives an external builder's output; the default discards it.
 	Log io.Writer
+	// AllowBuilders runs the external builders of Images a RepoConfig
+	// found in a repository even when the RepoConfig does not allow them
+	// (spec.allowBuilders). The builders of the person's own files always
+	// run.
+	AllowBuilders bool
 }
 
 // Options say what one Build does beyond the Images' own settings.
@@ -113,6 +118,9 @@ func (b *Builder) buildOne(ctx context.Context, img config.Image, o Options) Res
 		res.Err = fmt.Errorf("Image %s (%s:%d): %w", img.Name, img.Origin.File, img.Origin.Line, err)
 		return res
 	}
+	if spec.Builder != nil && img.Origin.Repo != "" && !img.Origin.AllowBuilders && !b.AllowBuilders {
+		return fail(fmt.Errorf("spec.builder would run %q on this machine, and this Image comes from %s: run builders of a repository only where you trust it, with spec.allowBuilders: true on its RepoConfig or --allow-builders", spec.Builder.Command, img.Origin.Repo))
+	}
 	var srcs []*openedSource
 	var all []file
 	for i, s := range spec.Source {
@@ -122,11 +130,15 @@ func (b *Builder) buildOne(ctx context.Context, img config.Image, o Options) Res
 		}
 		src := &openedSource{Opened: opened}
 		field := fmt.Sprintf("spec.source[%d].mappings", i)
-		if src.files, err = collect(opened.FS, s.Mappings, field); err != nil {
+		var ignore *source.Ignore
+		if opened.Working() {
+			ignore = source.NewIgnore(opened.FS)
+		}
+		if src.files, err = collect(opened.FS, s.Mappings, field, ignore); err != nil {
 			return fail(err)
 		}
 		if opened.Working() && opened.Head != nil {
-			head, err := collect(opened.Head, s.Mappings, field)
+			head, err := collect(opened.Head, s.Mappings, field, ignore)
 			src.dirty = err != nil || !sameFiles(head, src.files)
 		}
 		srcs = append(srcs, src)

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -68,30 +67,58 @@ func (b *Builder) external(ctx context.Context, img config.Image, first *openedS
 	return d, nil
 }
 
-// materialize writes a tree's files under dir.
+// materialize writes a tree's files under dir. Every path is checked to
+// stay under dir before anything is written, so a tree made to climb out
+// (an entry named "..", a ".git" folder with hooks) writes nothing.
 func materialize(fsys source.FS, dir string) error {
-	return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+	type entry struct {
+		target string
+		src    string
+		isDir  bool
+		exec   bool
+	}
+	var entries []entry
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == "." {
 			return err
 		}
-		target := filepath.Join(dir, filepath.FromSlash(p))
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
+		if source.IsGitDir(p) {
+			return fmt.Errorf("%s: a .git folder in a tree is never checked out", p)
+		}
+		target, err := source.SecureJoin(dir, p)
+		if err != nil {
+			return err
 		}
 		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		data, err := fsys.ReadFile(p)
+		entries = append(entries, entry{target: target, src: p, isDir: d.IsDir(), exec: info.Mode()&0o111 != 0})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.isDir {
+			if err := os.MkdirAll(e.target, 0o755); err != nil {
+				return err
+			}
+			continue
+		}
+		data, err := fsys.ReadFile(e.src)
 		if err != nil {
 			return err
 		}
 		mode := os.FileMode(0o644)
-		if info.Mode()&0o111 != 0 {
+		if e.exec {
 			mode = 0o755
 		}
-		return os.WriteFile(target, data, mode)
-	})
+		if err := os.WriteFile(e.target, data, mode); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func lastLines(s string, n int) string {

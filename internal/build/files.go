@@ -28,19 +28,32 @@ type file struct {
 func (f file) read() ([]byte, error) { return f.fsys.ReadFile(f.src) }
 
 // collect reads the files a source's mappings name. field is the mappings'
-// field path, for errors ("spec.source[0].mappings").
-func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string) ([]file, error) {
+// field path, for errors ("spec.source[0].mappings"). Nothing under .git
+// is ever taken; with ignore (a working tree), a glob leaves out what
+// .gitignore and .sluiceignore files do (node_modules, build caches),
+// while a path named exactly is taken as asked (a binary built into an
+// ignored bin/).
+func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string, ignore *source.Ignore) ([]file, error) {
 	var out []file
 	var errs []error
 	for i, m := range mappings {
 		where := fmt.Sprintf("%s[%d]", field, i)
-		matches, err := doublestar.Glob(fsys, m.Src, doublestar.WithFilesOnly(), doublestar.WithFailOnIOErrors())
+		found, err := doublestar.Glob(fsys, m.Src, doublestar.WithFilesOnly(), doublestar.WithFailOnIOErrors())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.src %q: %w", where, m.Src, err))
 			continue
 		}
+		var matches []string
+		for _, p := range found {
+			switch {
+			case source.IsGitDir(p):
+			case ignore != nil && p != m.Src && ignore.Match(p, false):
+			default:
+				matches = append(matches, p)
+			}
+		}
 		if len(matches) == 0 {
-			errs = append(errs, fmt.Errorf("%s.src %q matches no file in the source", where, m.Src))
+			errs = append(errs, fmt.Errorf("%s.src %q matches no file in the source (none but .git or ignored ones)", where, m.Src))
 			continue
 		}
 		sort.Strings(matches)
@@ -58,6 +71,10 @@ func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string) ([]file,
 					rel = strings.TrimPrefix(p, strip)
 				}
 				dest = path.Join(m.Dest, rel)
+			}
+			if d := path.Clean(dest); d == "/" || source.IsGitDir(d) {
+				errs = append(errs, fmt.Errorf("%s: %s would be written as %s in the image: give it a file name (dest)", where, p, d))
+				continue
 			}
 			info, err := fsys.Stat(p)
 			if err != nil {

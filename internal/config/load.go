@@ -29,6 +29,14 @@ type Origin struct {
 	Line int
 	// Dir is the absolute directory of File: the base of relative paths.
 	Dir string
+	// Repo is the repository a RepoConfig found the resource in
+	// (REPO@COMMIT); empty for the person's own files. Such a resource
+	// names only remote repositories, and runs no command here unless
+	// AllowBuilders.
+	Repo string
+	// AllowBuilders lets a found Image run its builder (the RepoConfig
+	// that found it allows it).
+	AllowBuilders bool
 	// lines maps field paths to lines, for errors found after loading.
 	lines map[string]int
 }
@@ -47,6 +55,13 @@ func (o Origin) LineOf(path string) int {
 		p = p[:i]
 	}
 	return o.Line
+}
+
+// Has reports whether the file sets a field ("spec.destination.repo"),
+// rather than leaving it to its default.
+func (o Origin) Has(path string) bool {
+	_, ok := o.lines[path]
+	return ok
 }
 
 // ManifestSync is a ManifestSync with the place it was read from.

@@ -158,14 +158,18 @@ func find(ctx context.Context, cache *source.Cache, rc config.RepoConfig, extra 
 		}
 		for _, ms := range part.ManifestSyncs {
 			if selected(selectors, ms.Labels) {
-				fixOrigin(src, &ms.Origin, &ms.Spec.Source.Repo, &ms.Spec.Source.Ref)
+				if err := foundSync(src, rc, &ms); err != nil {
+					errs = append(errs, err)
+					continue
+				}
 				set.ManifestSyncs = append(set.ManifestSyncs, ms)
 			}
 		}
 		for _, img := range part.Images {
 			if selected(selectors, img.Labels) {
-				for j := range img.Spec.Source {
-					fixOrigin(src, &img.Origin, &img.Spec.Source[j].Repo, &img.Spec.Source[j].Ref)
+				if err := foundImage(src, rc, &img); err != nil {
+					errs = append(errs, err)
+					continue
 				}
 				set.Images = append(set.Images, img)
 			}
@@ -195,20 +199,81 @@ func displayName(src *source.Opened, name string) string {
 	return src.Describe() + ":" + name
 }
 
-// fixOrigin makes a resource found in a commit's tree say, where it names
-// a path of its own repository ("." or "../.."), that repository at that
-// commit: there is no disk directory for the path to be relative to.
-func fixOrigin(src *source.Opened, o *config.Origin, repo, ref *string) {
+// foundSync settles what a ManifestSync found in src may name. Its
+// source and destination are its own repository (a relative path: that
+// repository, at the commit read) or remote ones; a destination it leaves
+// out is its own repository, not the directory Sluice runs in.
+func foundSync(src *source.Opened, rc config.RepoConfig, ms *config.ManifestSync) error {
+	mark(src, rc, &ms.Origin)
+	fail := func(field string, err error) error {
+		return &config.Error{File: ms.Origin.File, Line: ms.Origin.LineOf(field), Kind: ms.Kind, Name: ms.Name, Field: field, Msg: err.Error()}
+	}
+	if err := ownRepo(src, &ms.Origin, &ms.Spec.Source.Repo, &ms.Spec.Source.Ref); err != nil {
+		return fail("spec.source.repo", err)
+	}
+	if !ms.Origin.Has("spec.destination.repo") {
+		ms.Spec.Destination.Repo = self(src)
+		return nil
+	}
+	var noRef string
+	if err := ownRepo(src, &ms.Origin, &ms.Spec.Destination.Repo, &noRef); err != nil {
+		return fail("spec.destination.repo", err)
+	}
+	return nil
+}
+
+// foundImage settles what an Image found in src may name, as foundSync.
+func foundImage(src *source.Opened, rc config.RepoConfig, img *config.Image) error {
+	mark(src, rc, &img.Origin)
+	for j := range img.Spec.Source {
+		if err := ownRepo(src, &img.Origin, &img.Spec.Source[j].Repo, &img.Spec.Source[j].Ref); err != nil {
+			field := fmt.Sprintf("spec.source[%d].repo", j)
+			return &config.Error{File: img.Origin.File, Line: img.Origin.LineOf(field), Kind: img.Kind, Name: img.Name, Field: field, Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
+// mark records where a resource was found, and whether its RepoConfig
+// lets it run a builder.
+func mark(src *source.Opened, rc config.RepoConfig, o *config.Origin) {
+	o.Repo = src.Describe()
+	o.AllowBuilders = rc.Spec.AllowBuilders
+}
+
+// self is how a found resource names its own repository.
+func self(src *source.Opened) string {
+	if src.Location.IsLocal() {
+		return src.Location.Path
+	}
+	return src.Location.URL
+}
+
+// ownRepo resolves a repository a found resource names. In a working tree
+// on disk, paths are relative to the file, as in the person's own files.
+// In a commit's tree there is no directory for them to be relative to: a
+// relative path names the resource's own repository at the commit read.
+// A repository read from a remote may not name this machine's disk (an
+// absolute path, a file:// URL): that would let whoever writes to it
+// render, say, ~/.kube into a destination.
+func ownRepo(src *source.Opened, o *config.Origin, repo, ref *string) error {
 	if src.Working() {
-		return
+		return nil
 	}
 	o.Dir = ""
 	loc, err := source.ParseLocation(*repo, "/")
-	if err != nil || !loc.IsLocal() || filepath.IsAbs(*repo) || strings.HasPrefix(*repo, "file://") {
-		return
+	if err != nil || !loc.IsLocal() {
+		return nil // a remote URL, or an error validation reports
 	}
-	*repo = src.Location.URL
+	if filepath.IsAbs(*repo) || strings.HasPrefix(*repo, "file:") {
+		if !src.Location.IsLocal() {
+			return fmt.Errorf("%q is on this machine's disk: a resource found in %s may name its own repository (a relative path) or remote ones only", *repo, src.Location)
+		}
+		return nil
+	}
+	*repo = self(src)
 	if *ref == "" {
 		*ref = src.Commit
 	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bufio"
 	"errors"
 	"io/fs"
 	"os"
@@ -11,7 +10,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+
+	"sluice.dev/sluice/internal/source"
 )
 
 // Change is a burst of file events, debounced.
@@ -33,12 +33,9 @@ type Watcher struct {
 	errs   chan error
 	mu     sync.Mutex
 	dirs   map[string]bool
-	ignore map[string][]gitignore.Pattern // by directory: the patterns its ignore files hold
+	ignore *source.Ignore
 	done   chan struct{}
 }
-
-// ignoreFiles are read in every directory, as git reads .gitignore.
-var ignoreFiles = []string{".gitignore", ".sluiceignore"}
 
 // NewWatcher watches paths under root. A burst ends once quiet passes
 // without events, or max after it began.
@@ -50,10 +47,7 @@ func NewWatcher(root string, quiet, max time.Duration) (*Watcher, error) {
 	w := &Watcher{
 		root: filepath.Clean(root), fw: fw, quiet: quiet, max: max,
 		out: make(chan Change), errs: make(chan error, 1), dirs: map[string]bool{},
-		ignore: map[string][]gitignore.Pattern{}, done: make(chan struct{}),
-	}
-	if data, err := os.ReadFile(filepath.Join(root, ".git", "info", "exclude")); err == nil {
-		w.ignore[filepath.Join(root, ".git", "info")] = parseIgnore(string(data), nil)
+		ignore: source.NewIgnore(os.DirFS(root)), done: make(chan struct{}),
 	}
 	go w.loop()
 	return w, nil
@@ -114,75 +108,17 @@ func (w *Watcher) addOne(dir string) error {
 		return err
 	}
 	w.dirs[dir] = true
-	w.loadIgnore(dir)
 	return nil
 }
 
-// loadIgnore reads the ignore files of dir and of its parents up to the
-// root (once each).
-func (w *Watcher) loadIgnore(dir string) {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, seen := w.ignore[d]; !seen {
-			var ps []gitignore.Pattern
-			for _, name := range ignoreFiles {
-				if data, err := os.ReadFile(filepath.Join(d, name)); err == nil {
-					ps = append(ps, parseIgnore(string(data), w.domain(d))...)
-				}
-			}
-			w.ignore[d] = ps
-		}
-		if d == w.root || !strings.HasPrefix(d, w.root+string(filepath.Separator)) {
-			return
-		}
-	}
-}
-
-func (w *Watcher) domain(dir string) []string {
-	rel, err := filepath.Rel(w.root, dir)
-	if err != nil || rel == "." {
-		return nil
-	}
-	return strings.Split(filepath.ToSlash(rel), "/")
-}
-
-func parseIgnore(text string, domain []string) []gitignore.Pattern {
-	var ps []gitignore.Pattern
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), " \t\r")
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		ps = append(ps, gitignore.ParsePattern(line, domain))
-	}
-	return ps
-}
-
 // ignored reports whether the path (absolute) is excluded: .git, or a
-// pattern of an ignore file above it, deeper files deciding last.
+// pattern of an ignore file above it.
 func (w *Watcher) ignored(p string, isDir bool) bool {
 	rel, err := filepath.Rel(w.root, p)
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return false
 	}
-	parts := strings.Split(filepath.ToSlash(rel), "/")
-	for _, part := range parts {
-		if part == ".git" {
-			return true
-		}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var ps []gitignore.Pattern
-	ps = append(ps, w.ignore[filepath.Join(w.root, ".git", "info")]...)
-	for d, i := w.root, 0; ; i++ {
-		ps = append(ps, w.ignore[d]...)
-		if i >= len(parts)-1 {
-			break
-		}
-		d = filepath.Join(d, parts[i])
-	}
-	return gitignore.NewMatcher(ps).Match(parts, isDir)
+	return w.ignore.Match(filepath.ToSlash(rel), isDir)
 }
 
 func (w *Watcher) loop() {
@@ -212,13 +148,10 @@ func (w *Watcher) loop() {
 			if w.ignored(ev.Name, isDir) {
 				continue
 			}
-			if base := filepath.Base(ev.Name); ev.Has(fsnotify.Write) || ev.Has(fsnotify.Create) {
-				for _, f := range ignoreFiles {
-					if base == f {
-						w.mu.Lock()
-						delete(w.ignore, filepath.Dir(ev.Name))
-						w.loadIgnore(filepath.Dir(ev.Name))
-						w.mu.Unlock()
+			if base := filepath.Base(ev.Name); ev.Has(fsnotify.Write) || ev.Has(fsnotify.Create) || ev.Has(fsnotify.Remove) {
+				for _, f := range source.IgnoreFiles {
+					if rel, err := filepath.Rel(w.root, filepath.Dir(ev.Name)); err == nil && base == f {
+						w.ignore.Forget(filepath.ToSlash(rel))
 					}
 				}
 			}

@@ -136,6 +136,11 @@ func openLocal(loc Location, create bool) (*Repo, error) {
 		return newRepo(loc, g, loc.Path, ""), nil
 	}
 	g, err := git.PlainOpenWithOptions(loc.Path, &git.PlainOpenOptions{DetectDotGit: true})
+	if errors.Is(err, git.ErrRepositoryNotExists) && IsBare(loc.Path) {
+		// A bare repository (a mirror on a shared disk, a test's remote)
+		// has no .git to detect: it is one.
+		g, err = git.PlainOpen(loc.Path)
+	}
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		return nil, fmt.Errorf("%s: %w", loc.Path, ErrNotRepository)
 	}
@@ -151,6 +156,22 @@ func openLocal(loc Location, create bool) (*Repo, error) {
 		prefix = "."
 	}
 	return newRepo(loc, g, root, filepath.ToSlash(prefix)), nil
+}
+
+// IsBare reports whether dir is a bare git repository (no working tree;
+// HEAD, objects and refs in dir itself).
+func IsBare(dir string) bool {
+	for _, name := range []string{"HEAD", "objects", "refs"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return false
+		}
+	}
+	g, err := git.PlainOpen(dir)
+	if err != nil {
+		return false
+	}
+	_, err = g.Worktree()
+	return errors.Is(err, git.ErrIsBareRepository)
 }
 
 // ErrNotRepository is returned for a local source that is not inside a git

@@ -50,7 +50,10 @@ func (c *Cache) OpenSource(ctx context.Context, repo, ref, baseDir string) (*Ope
 		ref = loc.Ref
 	}
 	o := &Opened{Location: loc, Ref: ref}
-	if loc.IsLocal() && ref == "" {
+	// A local path is read as it is on disk, unless it is a bare
+	// repository: that has no files on disk to read, only commits, and is
+	// read at its HEAD like a remote.
+	if loc.IsLocal() && ref == "" && !IsBare(loc.Path) {
 		dir, err := Dir(loc.Path)
 		if err != nil {
 			return nil, fmt.Errorf("source %s: %w", loc, err)

@@ -167,6 +167,11 @@ func (t *TreeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	}
 	out := make([]fs.DirEntry, 0, len(entries))
 	for _, c := range entries {
+		if !validEntry(c.Name) {
+			// git writes no such tree; one that holds it was made to climb
+			// out of whatever directory it is checked out in.
+			return nil, &fs.PathError{Op: "readdir", Path: name, Err: fmt.Errorf("the tree holds an entry named %q, which git refuses", c.Name)}
+		}
 		if c.Mode == filemode.Symlink {
 			target, err := t.lookup(path.Join(name, c.Name))
 			if err != nil {
@@ -344,4 +349,14 @@ func (t *TreeFS) ReadLink(name string) (string, error) {
 		return "", err
 	}
 	return string(target), nil
+}
+
+// validEntry reports whether a tree entry's name is one git writes: one
+// path element, not "." or "..", not .git under any case.
+func validEntry(name string) bool {
+	switch {
+	case name == "", name == ".", name == "..", strings.ContainsAny(name, "/\x00"), strings.EqualFold(name, ".git"):
+		return false
+	}
+	return true
 }
