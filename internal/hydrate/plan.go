@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"strings"
 	"time"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -135,6 +136,9 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	src := o.src
 	p.src = src
 	p.prev = cur.prov
+	if err := claimed(current, p.dstPath, ms.Name, cur); err != nil {
+		return err
+	}
 	if lock := r.lockOf(p.prev); lock != nil {
 		if r.o.Takeover != nil {
 			return fmt.Errorf("%s is taken over by %s until %s: ask them to run `sluice takeover release`, wait, or use --steal", p.dstPath, lock.Owner, lock.Expires)
@@ -235,6 +239,48 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		p.diff = diffFolders(p.dstPath, old, folder)
 	}
 	return nil
+}
+
+// claimed refuses a folder another sync owns: the folder itself, one
+// above it or one inside it holds another sync's provenance record.
+// Within one run, overlapping folders are refused before anything runs;
+// this finds what earlier runs, of other files, left in the branch.
+func claimed(current folderReader, dir, name string, cur *currentFolder) error {
+	if cur.prov != nil && cur.prov.Sync != "" && cur.prov.Sync != name {
+		return fmt.Errorf("%s is the folder of ManifestSync %s (its %s says so), and a sync never takes over another's folder: remove %s from the branch first if %s replaces %s", dir, cur.prov.Sync, v1alpha1.ProvenanceFile, dir, name, cur.prov.Sync)
+	}
+	for d := path.Dir(dir); d != "." && d != "/"; d = path.Dir(d) {
+		data, ok, err := current.ReadFile(path.Join(d, v1alpha1.ProvenanceFile))
+		if err != nil {
+			return err
+		}
+		if ok {
+			return fmt.Errorf("%s is inside %s, the folder of ManifestSync %s: a sync writes only a folder no other sync's holds", dir, d, syncOf(data))
+		}
+	}
+	if cur.verified {
+		return nil // what this sync wrote itself: nothing nested
+	}
+	hashes, err := cur.hashes()
+	if err != nil {
+		return err
+	}
+	for f := range hashes {
+		if strings.HasSuffix(f, "/"+v1alpha1.ProvenanceFile) {
+			nested := path.Join(dir, path.Dir(f))
+			data, _, _ := current.ReadFile(path.Join(dir, f))
+			return fmt.Errorf("%s holds %s, the folder of ManifestSync %s: a sync writes only a folder no other sync's holds", dir, nested, syncOf(data))
+		}
+	}
+	return nil
+}
+
+// syncOf names the sync a provenance record is of.
+func syncOf(data []byte) string {
+	if p, err := parseProvenance(data); err == nil && p.Sync != "" {
+		return p.Sync
+	}
+	return "(unreadable)"
 }
 
 // lockOf returns the takeover that locks a folder against this run: an

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/source"
 )
 
 // provenanceCache remembers decoded provenance records by the git tree
@@ -81,11 +82,5 @@ func (c *provenanceCache) save() {
 	if err := gob.NewEncoder(&b).Encode(c.entries); err != nil {
 		return
 	}
-	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
-		return
-	}
-	tmp := c.path + ".tmp"
-	if os.WriteFile(tmp, b.Bytes(), 0o644) == nil {
-		os.Rename(tmp, c.path)
-	}
+	source.WriteFile(c.path, b.Bytes()) // a failure only costs the next run its shortcut
 }

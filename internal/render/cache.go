@@ -67,11 +67,8 @@ func toCache(cacheDir, key string, res *Result) {
 	}
 	c := cached{Format: cacheFormat, Renderer: res.Renderer, Inputs: res.Inputs, Origins: res.Origins, Objects: objs}
 	data, err := json.Marshal(c)
-	if err != nil || os.MkdirAll(cacheDir, 0o700) != nil {
+	if err != nil {
 		return
 	}
-	tmp := filepath.Join(cacheDir, key+".tmp")
-	if os.WriteFile(tmp, data, 0o600) == nil {
-		os.Rename(tmp, filepath.Join(cacheDir, key+".json"))
-	}
+	source.WriteFile(filepath.Join(cacheDir, key+".json"), data)
 }

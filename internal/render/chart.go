@@ -21,6 +21,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/source"
 )
 
 // helmChartLayer is the media type of a chart's archive in an OCI
@@ -243,8 +244,16 @@ func (c *Charts) get(ctx context.Context, u string) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
-	return io.ReadAll(resp.Body)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxChartDownload+1))
+	if err == nil && len(data) > maxChartDownload {
+		err = fmt.Errorf("GET %s: larger than %d MiB, more than any chart or index Sluice reads", u, maxChartDownload>>20)
+	}
+	return data, err
 }
+
+// maxChartDownload bounds a chart archive or a repository index: the
+// largest public indexes are tens of megabytes.
+const maxChartDownload = 128 << 20
 
 // digestPattern is a sha256 digest, the only form a cached archive is
 // named by.
@@ -281,13 +290,8 @@ func (c *Charts) cached(digest string, verify bool) ([]byte, bool) {
 }
 
 func (c *Charts) store(digest string, data []byte) {
-	p, ok := c.cachePath(digest)
-	if !ok || os.MkdirAll(c.CacheDir, 0o700) != nil {
-		return
-	}
-	tmp := p + ".tmp"
-	if os.WriteFile(tmp, data, 0o600) == nil {
-		os.Rename(tmp, p)
+	if p, ok := c.cachePath(digest); ok {
+		source.WriteFile(p, data)
 	}
 }
 

@@ -125,3 +125,29 @@ func TestRemoteChartFromHTTPSRepository(t *testing.T) {
 	}
 	_ = filepath.Join
 }
+
+// TestChartIndexCannotNameFilesOutsideTheCache: an index is the chart
+// repository's word; a "digest" that is a path names no file.
+func TestChartIndexCannotNameFilesOutsideTheCache(t *testing.T) {
+	tgz := packageChart(t, "0.4.0")
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "pwn.tgz"), tgz, 0o644) // what the attacker would have us load
+	cache := filepath.Join(t.TempDir(), "charts")
+	mux := http.NewServeMux()
+	srv := httptest.NewTLSServer(mux)
+	defer srv.Close()
+	rel, _ := filepath.Rel(cache, filepath.Join(outside, "pwn"))
+	mux.HandleFunc("/stable/index.yaml", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "apiVersion: v1\nentries:\n  shop:\n  - name: shop\n    version: 0.4.0\n    digest: \"sha256:%s\"\n    urls: [shop-0.4.0.tgz]\n", rel)
+	})
+	mux.HandleFunc("/stable/shop-0.4.0.tgz", func(w http.ResponseWriter, r *http.Request) { w.Write(tgz) })
+	charts := &Charts{Registry: registry.New(), HTTP: srv.Client(), CacheDir: cache}
+	s := &v1alpha1.Render{Helm: &v1alpha1.HelmRender{ReleaseName: "r", Chart: &v1alpha1.HelmChart{Repo: srv.URL + "/stable", Name: "shop", Version: "0.4.0"}}}
+	_, err := Render(context.Background(), mapFS{"app/x": "x"}.fs(), "app", Options{Render: s, Charts: charts})
+	if err == nil || !strings.Contains(err.Error(), "which is not a sha256 digest") {
+		t.Fatalf("err = %v", err)
+	}
+	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
+		t.Errorf("the cache holds %v", entries)
+	}
+}

@@ -215,6 +215,7 @@ func (c *Cache) openRemote(ctx context.Context, loc Location) (*Repo, error) {
 	r := newRepo(loc, g, dir, ".")
 	r.remote = true
 	r.creds = c.creds
+	r.lock = dir + ".lock"
 	r.onFetch = c.onFetch
 	if err := r.fetch(ctx); err != nil {
 		return nil, err

@@ -29,6 +29,10 @@ type Repo struct {
 	remote  bool
 	creds   *credentials
 	onFetch func()
+	// lock is the clone's lock file: other processes sharing the cache
+	// fetch into and push from the same clone, so each fetch and push
+	// holds it.
+	lock string
 
 	mu    sync.Mutex
 	git   *git.Repository
@@ -39,11 +43,16 @@ type Repo struct {
 	// same few commits for every sync.
 	commits  map[plumbing.Hash]plumbing.Hash
 	resolved map[string]plumbing.Hash
+	// refs are a remote's branches and tags as this process last fetched
+	// them. Another process sharing the clone may move the clone's refs
+	// to objects in packs this process has not indexed; resolving
+	// against its own fetch's refs, a run reads only objects it has.
+	refs map[plumbing.ReferenceName]plumbing.Hash
 }
 
 func newRepo(loc Location, g *git.Repository, root, prefix string) *Repo {
 	return &Repo{loc: loc, git: g, root: root, prefix: prefix, trees: map[plumbing.Hash]*object.Tree{},
-		commits: map[plumbing.Hash]plumbing.Hash{}, resolved: map[string]plumbing.Hash{}}
+		commits: map[plumbing.Hash]plumbing.Hash{}, resolved: map[string]plumbing.Hash{}, refs: map[plumbing.ReferenceName]plumbing.Hash{}}
 }
 
 // Location is where the repository lives.
@@ -111,6 +120,10 @@ func (r *Repo) fetch(ctx context.Context) error {
 		r.head = guessHead(want)
 	}
 	clear(r.resolved)
+	// What others sharing the clone fetched or pushed is in packs this
+	// process has not indexed yet.
+	r.reindex()
+	r.refs = want
 	if !r.refsDiffer(want) {
 		return nil
 	}
@@ -172,7 +185,19 @@ func (r *Repo) Refresh(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	unlock, err := lockFile(r.lock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return r.fetch(ctx)
+}
+
+// reindex makes the object storage list the clone's packs again.
+func (r *Repo) reindex() {
+	if s, ok := r.git.Storer.(interface{ Reindex() }); ok {
+		s.Reindex()
+	}
 }
 
 // Commit is a resolved commit.
@@ -248,11 +273,19 @@ func (r *Repo) resolve(ref string) (plumbing.Hash, error) {
 		if !strings.HasPrefix(n, "refs/") {
 			continue
 		}
-		ref, err := r.git.Reference(plumbing.ReferenceName(n), true)
-		if err != nil {
-			continue
+		var h plumbing.Hash
+		if r.remote {
+			var ok bool
+			if h, ok = r.refs[plumbing.ReferenceName(n)]; !ok {
+				continue
+			}
+		} else {
+			ref, err := r.git.Reference(plumbing.ReferenceName(n), true)
+			if err != nil {
+				continue
+			}
+			h = ref.Hash()
 		}
-		h := ref.Hash()
 		if tag, err := r.git.TagObject(h); err == nil { // annotated tag: peel
 			c, err := tag.Commit()
 			if err != nil {
@@ -269,6 +302,9 @@ func (r *Repo) resolve(ref string) (plumbing.Hash, error) {
 func (r *Repo) Branch(name string) (plumbing.Hash, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.remote {
+		return r.refs[plumbing.NewBranchReferenceName(name)], nil
+	}
 	ref, err := r.git.Reference(plumbing.NewBranchReferenceName(name), true)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
 		return plumbing.ZeroHash, nil
@@ -429,6 +465,14 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 	if err != nil {
 		return err
 	}
+	unlock, err := lockFile(r.lock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// The push walks the clone's refs, which others sharing it may have
+	// moved to objects in packs of theirs.
+	r.reindex()
 	local := plumbing.ReferenceName("refs/sluice/push/" + name)
 	if err := r.git.Storer.SetReference(plumbing.NewHashReference(local, newHash)); err != nil {
 		return err
@@ -445,6 +489,7 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 	err = remote.PushContext(ctx, &git.PushOptions{RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: method})
 	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
 		// Mirror the new tip locally, as the next fetch would.
+		r.refs[refName] = newHash
 		return r.git.Storer.SetReference(plumbing.NewHashReference(refName, newHash))
 	}
 	pushErr := redactErr(err)
