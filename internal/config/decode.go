@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -203,9 +204,22 @@ func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
 	v.Set(s)
 }
 
+// fieldsOf caches structFields per type: a run decodes the same few
+// types hundreds of times.
+var fieldsOf sync.Map // reflect.Type -> map[string][]int
+
 // structFields maps json names to field indexes, descending into inline
 // (embedded or `json:",inline"`) structs.
 func structFields(t reflect.Type) map[string][]int {
+	if m, ok := fieldsOf.Load(t); ok {
+		return m.(map[string][]int)
+	}
+	m := computeFields(t)
+	fieldsOf.Store(t, m)
+	return m
+}
+
+func computeFields(t reflect.Type) map[string][]int {
 	out := map[string][]int{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -222,7 +236,7 @@ func structFields(t reflect.Type) map[string][]int {
 			if ft.Kind() == reflect.Pointer {
 				ft = ft.Elem()
 			}
-			for k, idx := range structFields(ft) {
+			for k, idx := range computeFields(ft) {
 				out[k] = append([]int{i}, idx...)
 			}
 			continue

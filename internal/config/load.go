@@ -162,24 +162,31 @@ func Load(paths ...string) (*Set, error) {
 		}
 		files = append(files, found...)
 	}
-	// Files parse in parallel; results keep the files' order.
+	// Files parse in parallel, on a few workers (a goroutine per file
+	// would grow a fresh stack for every file's decoding); results keep
+	// the files' order.
 	parts := make([]*Set, len(files))
 	perr := make([]error, len(files))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i, f := range files {
+	next := make(chan int)
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(files)); w++ {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			data, err := readFile(f)
-			if err != nil {
-				perr[i] = err
-				return
+			defer wg.Done()
+			for i := range next {
+				data, err := readFile(files[i])
+				if err != nil {
+					perr[i] = err
+					continue
+				}
+				parts[i], perr[i] = Parse(files[i], data)
 			}
-			parts[i], perr[i] = Parse(f, data)
 		}()
 	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
 	wg.Wait()
 	set := &Set{}
 	for i := range files {
