@@ -206,23 +206,23 @@ func Load(paths ...string) (*Set, error) {
 	return set, nil
 }
 
-// maxFile bounds a file of Sluice resources: they are small, and a
-// directory given with -f may hold anything.
-const maxFile = 8 << 20
+// MaxFile bounds a file of Sluice resources: they are small, and a
+// directory given with -f (or a RepoConfig's glob) may match anything.
+const MaxFile = 8 << 20
 
-// readFile reads a file of resources, refusing one past maxFile.
+// readFile reads a file of resources, refusing one past MaxFile.
 func readFile(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxFile+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxFile {
-		return nil, &Error{File: name, Msg: fmt.Sprintf("larger than %d MiB: not a file of Sluice resources (move it out of the directory given with -f)", maxFile>>20)}
+	if len(data) > MaxFile {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("larger than %d MiB: not a file of Sluice resources (move it out of the directory given with -f)", MaxFile>>20)}
 	}
 	return data, nil
 }

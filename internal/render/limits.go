@@ -167,15 +167,16 @@ func (g *guard) Open(name string) (fs.File, error) {
 	if err := g.ctx.Err(); err != nil {
 		return nil, err
 	}
+	// A commit's file is read whole when opened: its size is checked
+	// before.
+	if info, err := g.raw.Stat(name); err == nil && !info.IsDir() {
+		if err := g.charge(name, info.Size()); err != nil {
+			return nil, err
+		}
+	}
 	f, err := g.FS.Open(name)
 	if err != nil {
 		return nil, explainLink(g.raw, name, err)
-	}
-	if info, err := f.Stat(); err == nil && !info.IsDir() {
-		if err := g.charge(name, info.Size()); err != nil {
-			f.Close()
-			return nil, err
-		}
 	}
 	return f, nil
 }

@@ -247,8 +247,10 @@ func (r *Result) Nodes() ([]*yaml.RNode, error) {
 	return r.Objects, nil
 }
 
-// YAML returns the objects as one stream of YAML documents: for a
-// kustomization, exactly what `kustomize build` prints.
+// YAML returns the objects as rendered, one stream of YAML documents: for
+// a kustomization, exactly what `kustomize build` prints. Changes made to
+// the nodes Nodes returned are not in it (a Result of those nodes gives
+// them).
 func (r *Result) YAML() ([]byte, error) {
 	if r.yaml != nil {
 		return r.yaml, nil

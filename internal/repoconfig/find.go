@@ -146,6 +146,10 @@ func find(ctx context.Context, cache *source.Cache, rc config.RepoConfig, extra 
 	sort.Strings(names)
 	set := &config.Set{}
 	for _, name := range names {
+		if info, err := src.FS.Stat(name); err == nil && info.Size() > config.MaxFile {
+			errs = append(errs, fmt.Errorf("%s: larger than %d MiB: not a file of Sluice resources (narrow spec.globs)", displayName(src, name), config.MaxFile>>20))
+			continue
+		}
 		data, err := src.FS.ReadFile(name)
 		if err != nil {
 			errs = append(errs, err)

@@ -1,6 +1,10 @@
 package source
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -71,13 +75,31 @@ func (d *DirFS) ReadLink(name string) (string, error) { return fs.ReadLink(d.fsy
 // Stat implements fs.StatFS.
 func (d *DirFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(d.fsys, name) }
 
-// Hash implements FS: the git blob hash of the file's content.
+// Hash implements FS: the git blob hash of the file's content, read as a
+// stream (a file only looked at is not held in memory).
 func (d *DirFS) Hash(name string) (string, error) {
-	data, err := d.ReadFile(name)
+	f, err := d.fsys.Open(name)
 	if err != nil {
 		return "", err
 	}
-	return BlobHash(data), nil
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if info.IsDir() {
+		return "", &fs.PathError{Op: "hash", Path: name, Err: fmt.Errorf("is a directory")}
+	}
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", info.Size())
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", err
+	}
+	if n != info.Size() {
+		return "", &fs.PathError{Op: "hash", Path: name, Err: fmt.Errorf("changed while it was read")}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func sortEntries(e []fs.DirEntry) {
