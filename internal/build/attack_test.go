@@ -136,3 +136,23 @@ func mustLoc(t *testing.T, p string) source.Location {
 	}
 	return l
 }
+
+func TestImageMappingsFollowNoLinkOutOfTheSource(t *testing.T) {
+	f := newFixture(t)
+	f.pushBase(t)
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "id_rsa"), []byte("-----BEGIN stolen-----\n"), 0o600)
+	f.work.Link(map[string]string{"bin/passwd": "/etc/passwd", "keys": outside, "web/static/leak": "../../../" + filepath.Base(outside)})
+	for _, tt := range []struct{ src, want string }{
+		{"bin/passwd", `bin/passwd is a symbolic link to "/etc/passwd"`},
+		{"keys/**", `keys is a symbolic link to "` + outside + `"`},
+		{"keys/id_rsa", `symbolic link keys points to "` + outside + `"`},
+	} {
+		img := f.image(t, "leak", "")
+		img.Spec.Source[0].Mappings = []v1alpha1.Mapping{{Src: tt.src, Dest: "/x"}}
+		res := f.b.Build(context.Background(), []config.Image{img}, Options{})[0]
+		if res.Err == nil || !strings.Contains(res.Err.Error(), tt.want) || strings.Contains(res.Err.Error(), "stolen") {
+			t.Errorf("%s: %v, want %q", tt.src, res.Err, tt.want)
+		}
+	}
+}

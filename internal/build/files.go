@@ -38,6 +38,18 @@ func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string, ignore *
 	var errs []error
 	for i, m := range mappings {
 		where := fmt.Sprintf("%s[%d]", field, i)
+		// A glob's fixed part (or a path named exactly) that is a link out
+		// of the source is refused by name, not found to match nothing.
+		base, _ := doublestar.SplitPattern(m.Src)
+		if !strings.ContainsAny(m.Src, `*?[{\`) {
+			base = m.Src
+		}
+		if base != "." {
+			if _, err := source.Resolve(fsys, base); isLinkError(err) {
+				errs = append(errs, fmt.Errorf("%s.src %q: %w", where, m.Src, err))
+				continue
+			}
+		}
 		found, err := doublestar.Glob(fsys, m.Src, doublestar.WithFilesOnly(), doublestar.WithFailOnIOErrors())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.src %q: %w", where, m.Src, err))
@@ -45,6 +57,10 @@ func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string, ignore *
 		}
 		var matches []string
 		for _, p := range found {
+			if _, err := source.Resolve(fsys, p); isLinkError(err) {
+				errs = append(errs, fmt.Errorf("%s.src %q: %w", where, m.Src, err))
+				continue
+			}
 			switch {
 			case source.IsGitDir(p):
 			case ignore != nil && p != m.Src && ignore.Match(p, false):
@@ -102,6 +118,11 @@ func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string, ignore *
 		dedup = append(dedup, f)
 	}
 	return dedup, nil
+}
+
+func isLinkError(err error) bool {
+	var le *source.LinkError
+	return errors.As(err, &le)
 }
 
 // sameFiles reports whether two file sets are the same paths, modes and
