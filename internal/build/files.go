@@ -45,7 +45,7 @@ func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string, ignore *
 			base = m.Src
 		}
 		if base != "." {
-			if _, err := source.Resolve(fsys, base); isLinkError(err) {
+			if _, err := source.Resolve(fsys, base); source.IsLinkError(err) {
 				errs = append(errs, fmt.Errorf("%s.src %q: %w", where, m.Src, err))
 				continue
 			}
@@ -57,7 +57,7 @@ func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string, ignore *
 		}
 		var matches []string
 		for _, p := range found {
-			if _, err := source.Resolve(fsys, p); isLinkError(err) {
+			if _, err := source.Resolve(fsys, p); source.IsLinkError(err) {
 				errs = append(errs, fmt.Errorf("%s.src %q: %w", where, m.Src, err))
 				continue
 			}
@@ -118,11 +118,6 @@ func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string, ignore *
 		dedup = append(dedup, f)
 	}
 	return dedup, nil
-}
-
-func isLinkError(err error) bool {
-	var le *source.LinkError
-	return errors.As(err, &le)
 }
 
 // sameFiles reports whether two file sets are the same paths, modes and

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -86,8 +85,7 @@ func loadChart(fsys source.FS, dir string) (*chart.Chart, error) {
 func contained(fsys source.FS, name, root, rootName string) error {
 	r, err := source.Resolve(fsys, name)
 	if err != nil {
-		var le *source.LinkError
-		if errors.As(err, &le) {
+		if source.IsLinkError(err) {
 			return err
 		}
 		return nil // the read that follows says what is wrong

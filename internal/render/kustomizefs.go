@@ -139,7 +139,7 @@ func (k *kustomizeFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error)
 		_, err = fsys.Stat(res.Path)
 	}
 	if err != nil {
-		if err := explainLink(fsys, r, err); isLinkError(err) {
+		if err := explainLink(fsys, r, err); source.IsLinkError(err) {
 			return "", "", err
 		}
 		return "", "", fmt.Errorf("%s: %w", p, fs.ErrNotExist)

@@ -205,11 +205,6 @@ func explainLink(fsys source.FS, name string, err error) error {
 	return err
 }
 
-func isLinkError(err error) bool {
-	var le *source.LinkError
-	return errors.As(err, &le)
-}
-
 // charge counts a file of size bytes against the limits.
 func (g *guard) charge(name string, size int64) error {
 	if size > g.lim.FileBytes {

@@ -54,7 +54,7 @@ func (d *DirFS) ReadDir(name string) ([]fs.DirEntry, error) {
 			p := path.Join(name, e.Name())
 			info, err := fs.Stat(d.fsys, p)
 			if err != nil {
-				if _, lerr := Resolve(d, p); isLinkError(lerr) {
+				if _, lerr := Resolve(d, p); IsLinkError(lerr) {
 					out = append(out, e) // out of the tree: listed as the link it is
 				}
 				continue

@@ -52,7 +52,8 @@ func (e *LinkError) Error() string {
 	return fmt.Sprintf("%s: symbolic link %s points to %q, which %s", e.Name, e.Link, e.Target, e.Msg)
 }
 
-func isLinkError(err error) bool {
+// IsLinkError reports whether err is (or wraps) a *LinkError.
+func IsLinkError(err error) bool {
 	var le *LinkError
 	return errors.As(err, &le)
 }

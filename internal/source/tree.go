@@ -175,7 +175,7 @@ func (t *TreeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		if c.Mode == filemode.Symlink {
 			target, err := t.lookup(path.Join(name, c.Name))
 			if err != nil {
-				if _, lerr := Resolve(t, path.Join(name, c.Name)); !isLinkError(lerr) {
+				if _, lerr := Resolve(t, path.Join(name, c.Name)); !IsLinkError(lerr) {
 					continue // a dangling link is not there
 				}
 				// A link out of the tree is listed as the link it is, so
