@@ -228,27 +228,7 @@ func (c *Charts) index(ctx context.Context, repoURL string) (*chartIndex, error)
 }
 
 func (c *Charts) get(ctx context.Context, u string) ([]byte, error) {
-	client := c.HTTP
-	if client == nil {
-		client = http.DefaultClient
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxChartDownload+1))
-	if err == nil && len(data) > maxChartDownload {
-		err = fmt.Errorf("GET %s: larger than %d MiB, more than any chart or index Sluice reads", u, maxChartDownload>>20)
-	}
-	return data, err
+	return httpGet(ctx, c.HTTP, u, maxChartDownload)
 }
 
 // maxChartDownload bounds a chart archive or a repository index: the

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -114,31 +115,43 @@ func ParseRemoteBase(raw string) (repo, ref, dir string, err error) {
 // http.DefaultClient), each read within the render's file limit. No
 // credentials are sent.
 func FetchFiles(client *http.Client) func(ctx context.Context, u string, max int64) ([]byte, error) {
+	return func(ctx context.Context, u string, max int64) ([]byte, error) {
+		data, err := httpGet(ctx, client, u, max)
+		if errors.Is(err, errTooLarge) {
+			return nil, &LimitError{What: "remote file " + source.Redact(u), Max: bytesString(max) + " per file", Flag: FlagFileBytes}
+		}
+		return data, err
+	}
+}
+
+// errTooLarge is a download past its bound.
+var errTooLarge = errors.New("larger than allowed")
+
+// httpGet downloads u whole, or fails with errTooLarge past max bytes.
+func httpGet(ctx context.Context, client *http.Client, u string, max int64) ([]byte, error) {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return func(ctx context.Context, u string, max int64) ([]byte, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("GET %s: %s", source.Redact(u), resp.Status)
-		}
-		data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
-		if err != nil {
-			return nil, err
-		}
-		if int64(len(data)) > max {
-			return nil, &LimitError{What: "remote file " + source.Redact(u), Max: bytesString(max) + " per file", Flag: FlagFileBytes}
-		}
-		return data, nil
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
 	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", source.Redact(u), resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("GET %s: %w (%d MiB)", source.Redact(u), errTooLarge, max>>20)
+	}
+	return data, nil
 }
 
 // memFS is one fetched file as a source tree.
