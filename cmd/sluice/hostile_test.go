@@ -15,24 +15,6 @@ import (
 	"sluice.dev/sluice/internal/testenv"
 )
 
-// bomb is a "billion laughs": levels of lists of ten aliases of the level
-// before, 10^levels strings once expanded, a few kilobytes as written.
-func bomb(levels int) string {
-	var b strings.Builder
-	b.WriteString("x0: &x0 [\"lol\"]\n")
-	for i := 1; i <= levels; i++ {
-		fmt.Fprintf(&b, "x%d: &x%d [", i, i)
-		for j := 0; j < 10; j++ {
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "*x%d", i-1)
-		}
-		b.WriteString("]\n")
-	}
-	return b.String()
-}
-
 // sluiceProcess runs the test binary as the sluice command in a process of
 // its own, and returns its output, exit code and peak memory.
 func sluiceProcess(t *testing.T, args ...string) (stdout, stderr string, code int, maxRSS int64) {
@@ -56,11 +38,11 @@ func TestHostileYAMLFailsItsSyncInLittleMemory(t *testing.T) {
 	w := testenv.NewWork(t, app)
 	w.Write(map[string]string{
 		"k/kustomization.yaml":    "resources: [cm.yaml]\n",
-		"k/cm.yaml":               strings.Replace(cm, "NAME", "k", 1) + bomb(10),
+		"k/cm.yaml":               strings.Replace(cm, "NAME", "k", 1) + testenv.AliasBomb(10),
 		"chart/Chart.yaml":        "apiVersion: v2\nname: chart\nversion: 0.1.0\n",
-		"chart/values.yaml":       bomb(10),
+		"chart/values.yaml":       testenv.AliasBomb(10),
 		"chart/templates/cm.yaml": strings.Replace(cm, "NAME", "c", 1),
-		"plain/cm.yaml":           strings.Replace(cm, "NAME", "p", 1) + bomb(10),
+		"plain/cm.yaml":           strings.Replace(cm, "NAME", "p", 1) + testenv.AliasBomb(10),
 		"fine/cm.yaml":            strings.Replace(cm, "NAME", "fine", 1),
 	}).Commit("bombs")
 	w.Push("main")
@@ -90,7 +72,7 @@ func TestHostileYAMLFailsItsSyncInLittleMemory(t *testing.T) {
 	}
 
 	// A bomb in the run's own files stops the run before anything starts.
-	os.WriteFile(filepath.Join(syncs, "zz-bomb.yaml"), []byte("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: z}\n"+bomb(10)), 0o644)
+	os.WriteFile(filepath.Join(syncs, "zz-bomb.yaml"), []byte("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: z}\n"+testenv.AliasBomb(10)), 0o644)
 	_, stderr, code, rss = sluiceProcess(t, "hydrate", "-f", syncs, "--cache-dir", cache)
 	if code != 2 || !strings.Contains(stderr, "zz-bomb.yaml") || rss > 500<<20 {
 		t.Errorf("bomb in a ManifestSync file: exit %d, %d MiB\n%s", code, rss>>20, stderr)
