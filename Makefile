@@ -3,7 +3,7 @@
 # bin/), so that no test's timeout includes a build; then runs every test.
 GO ?= go
 
-.PHONY: all build tools test bench quickstart cluster clean
+.PHONY: all build tools generate test bench quickstart cluster clean
 
 all: build
 
@@ -17,6 +17,15 @@ tools:
 	hack/kube/build.sh >/dev/null
 	hack/helm/build.sh >/dev/null
 	hack/kustomize/build.sh >/dev/null
+	hack/controller-gen/build.sh >/dev/null
+
+# The DeepCopy methods and the CRDs, from the types in api/v1alpha1 (a
+# test fails when they are not up to date). RunConfig is a file of the
+# command line, not a resource of the cluster: it gets no CRD.
+generate:
+	$$(hack/controller-gen/build.sh) object paths=./api/...
+	$$(hack/controller-gen/build.sh) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	rm -f config/crd/bases/sluice.dev_runconfigs.yaml
 
 test: tools
 	$(GO) vet ./...

@@ -7,11 +7,29 @@ const KindImage = "Image"
 
 // Image builds a container image from files of one or more sources laid
 // onto a base image, and pushes it under some tags.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=sluice
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Digest",type=string,JSONPath=`.status.lastBuild.digest`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 type Image struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec ImageSpec `json:"spec"`
+	Spec   ImageSpec   `json:"spec"`
+	Status ImageStatus `json:"status,omitempty"`
+}
+
+// ImageList is a list of Images.
+//
+// +kubebuilder:object:root=true
+type ImageList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Image `json:"items"`
 }
 
 // Image tags with a meaning of their own.
@@ -36,8 +54,17 @@ type ImageSpec struct {
 	// deployment tag.
 	Tags []string `json:"tags,omitempty"`
 	// Builder delegates the build to an external command instead of the
-	// built-in layer builder.
+	// built-in layer builder. The controller runs none unless started with
+	// --allow-builders.
 	Builder *ImageBuilder `json:"builder,omitempty"`
+	// RegistrySecretRef names a Secret of type kubernetes.io/dockerconfigjson
+	// for pulling the base and pushing the image (the controller).
+	RegistrySecretRef *SecretRef `json:"registrySecretRef,omitempty"`
+	// Interval is how often the controller checks the sources (default 5m).
+	// +kubebuilder:default="5m"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Suspend stops the controller from building the Image.
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // ImageSource is a repository (or local path) and the files taken from it.
@@ -45,6 +72,9 @@ type ImageSource struct {
 	// Repo and Ref are as in a ManifestSync's source.
 	Repo string `json:"repo"`
 	Ref  string `json:"ref,omitempty"`
+	// SecretRef names a Secret with the repository's credentials, as a
+	// ManifestSync's source does.
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
 	// Mappings copy files into the image.
 	Mappings []Mapping `json:"mappings"`
 }

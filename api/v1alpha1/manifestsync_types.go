@@ -10,11 +10,32 @@ const KindManifestSync = "ManifestSync"
 
 // ManifestSync renders one source folder into one folder of a destination
 // branch, with every selected image pinned to a digest.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=msync,categories=sluice
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Source Commit",type=string,JSONPath=`.status.source.commit`
+// +kubebuilder:printcolumn:name="Destination Commit",type=string,JSONPath=`.status.destination.commit`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 type ManifestSync struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec ManifestSyncSpec `json:"spec"`
+	// Status is what the controller last did; files read by the command
+	// line may leave it out.
+	Status ManifestSyncStatus `json:"status,omitempty"`
+}
+
+// ManifestSyncList is a list of ManifestSyncs.
+//
+// +kubebuilder:object:root=true
+type ManifestSyncList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ManifestSync `json:"items"`
 }
 
 // ManifestSyncSpec is what a ManifestSync renders, how, and where to.
@@ -29,6 +50,27 @@ type ManifestSyncSpec struct {
 	Images []ImageRule `json:"images,omitempty"`
 	// Destination is the branch folder the rendered manifests are written to.
 	Destination Destination `json:"destination"`
+	// RegistrySecretRef names a Secret of type kubernetes.io/dockerconfigjson
+	// in the sync's namespace, for the registries its images are pinned
+	// from (the controller; the command line uses the docker keychain).
+	RegistrySecretRef *SecretRef `json:"registrySecretRef,omitempty"`
+	// Interval is how often the controller checks the source and the
+	// image tags (default 5m). A webhook or the annotation
+	// reconcile.sluice.dev/requestedAt asks for a check at once.
+	// +kubebuilder:default="5m"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Suspend stops the controller from hydrating the sync.
+	Suspend bool `json:"suspend,omitempty"`
+	// Prune removes the destination folder when the ManifestSync is
+	// deleted; by default the folder stays as it is.
+	Prune bool `json:"prune,omitempty"`
+}
+
+// SecretRef names a Secret in the namespace of the resource that refers
+// to it.
+type SecretRef struct {
+	// Name of the Secret.
+	Name string `json:"name"`
 }
 
 // Source names a folder of a git repository or of a local directory.
@@ -41,6 +83,11 @@ type Source struct {
 	Ref string `json:"ref,omitempty"`
 	// Path is the folder inside the repository. The default is ".".
 	Path string `json:"path,omitempty"`
+	// SecretRef names a Secret with the repository's credentials, as
+	// Flux's GitRepository takes them: username and password (or a token
+	// as password), bearerToken, or identity and known_hosts for ssh. The
+	// controller reads it; the command line uses its environment.
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
 }
 
 // Render configures the renderers. When exactly one of Kustomize and Helm is
@@ -119,6 +166,7 @@ type ImageRule struct {
 	// "*").
 	Name string `json:"name"`
 	// Strategy is mutableTag (the default), sourceCommit or semver.
+	// +kubebuilder:validation:Enum=mutableTag;sourceCommit;semver
 	Strategy ImageStrategy `json:"strategy,omitempty"`
 	// Tag replaces the written tag before resolving (mutableTag only).
 	Tag string `json:"tag,omitempty"`
@@ -146,6 +194,8 @@ const (
 )
 
 // Destination is a folder of a branch of a repository.
+//
+// +kubebuilder:validation:XValidation:rule="self.path != '.' && !self.path.startsWith('/') && !self.path.startsWith('../')",message="path must be a folder inside the branch, not its root"
 type Destination struct {
 	// Repo defaults to the source repository.
 	Repo string `json:"repo,omitempty"`
@@ -155,10 +205,15 @@ type Destination struct {
 	Path string `json:"path"`
 	// Layout is perObject (the default: one file per object) or single
 	// (one manifest.yaml).
+	// +kubebuilder:validation:Enum=perObject;single
 	Layout string `json:"layout,omitempty"`
 	// Mode is push (the default) or branch: push to sluice/<branch>/<name>
 	// for review instead.
+	// +kubebuilder:validation:Enum=push;branch
 	Mode string `json:"mode,omitempty"`
+	// SecretRef names a Secret with the destination repository's
+	// credentials (see Source.SecretRef).
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
 }
 
 // ReviewBranch is the branch a sync in branch mode pushes to.

@@ -8,11 +8,29 @@ const KindRepoConfig = "RepoConfig"
 // RepoConfig is a repository whose Sluice resources are reconciled
 // together: the Images and ManifestSyncs found in it, each transformed by
 // the overrides first.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=sluice
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.source`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 type RepoConfig struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec RepoConfigSpec `json:"spec"`
+	Spec   RepoConfigSpec   `json:"spec"`
+	Status RepoConfigStatus `json:"status,omitempty"`
+}
+
+// RepoConfigList is a list of RepoConfigs.
+//
+// +kubebuilder:object:root=true
+type RepoConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RepoConfig `json:"items"`
 }
 
 // RepoConfigSpec says where the resources are and how to transform them.
@@ -21,6 +39,14 @@ type RepoConfigSpec struct {
 	// a ref is read as it is on disk.
 	Repo string `json:"repo"`
 	Ref  string `json:"ref,omitempty"`
+	// SecretRef names a Secret with the repository's credentials, as a
+	// ManifestSync's source does. The resources found use their own.
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
+	// Interval is how often the controller reconciles (default 5m).
+	// +kubebuilder:default="5m"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Suspend stops the controller from reconciling the RepoConfig.
+	Suspend bool `json:"suspend,omitempty"`
 	// Globs are the files searched for Sluice resources (doublestar
 	// patterns, relative to the repository's root).
 	Globs []string `json:"globs"`

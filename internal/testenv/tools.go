@@ -40,6 +40,25 @@ func KustomizeBinary(t TB) string {
 	return p
 }
 
+// ControllerGen returns the controller-gen that `make tools` builds
+// (hack/controller-gen/build.sh, at the version of its VERSION file).
+func ControllerGen(t TB) string {
+	t.Helper()
+	root, err := SourceRoot()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	v, err := os.ReadFile(filepath.Join(root, "hack", "controller-gen", "VERSION"))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	p := filepath.Join(root, "bin", "controller-gen", strings.TrimSpace(string(v)), "controller-gen")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("controller-gen is not built: run `make tools` (or hack/controller-gen/build.sh) first; `make test` does")
+	}
+	return p
+}
+
 // tool finds bin/NAME/VERSION/NAME in the source tree, VERSION being the
 // version go.mod requires of module.
 func tool(t TB, name, module, script string) string {
