@@ -29,6 +29,9 @@ type Client struct {
 	insecure map[string]bool
 	backoff  remote.Backoff
 	rt       http.RoundTripper
+	ttl      time.Duration
+	rps      float64
+	observe  func(host string, status int)
 
 	pullerOnce sync.Once
 	puller     *remote.Puller
@@ -42,6 +45,7 @@ type Client struct {
 
 type call[T any] struct {
 	done chan struct{}
+	at   time.Time
 	val  T
 	err  error
 }
@@ -72,6 +76,23 @@ func WithBackoff(b remote.Backoff) Option { return func(c *Client) { c.backoff =
 // remote.DefaultTransport.
 func WithTransport(rt http.RoundTripper) Option { return func(c *Client) { c.rt = rt } }
 
+// WithTTL makes a long-lived Client (a controller's) look a tag up again
+// once its answer is older than d: one look-up per repository:tag per d,
+// shared by every caller. The default, 0, remembers answers for the
+// Client's life (a run).
+func WithTTL(d time.Duration) Option { return func(c *Client) { c.ttl = d } }
+
+// WithRateLimit keeps the requests to each registry host under rps per
+// second. A 429 answer's Retry-After holds every request to that host
+// until it passes, whatever the limit. The default is no limit.
+func WithRateLimit(rps float64) Option { return func(c *Client) { c.rps = rps } }
+
+// WithObserver calls f with the host and status (0 for a failure to
+// connect) of every request: for metrics.
+func WithObserver(f func(host string, status int)) Option {
+	return func(c *Client) { c.observe = f }
+}
+
 // New returns a Client.
 func New(opts ...Option) *Client {
 	c := &Client{
@@ -85,7 +106,7 @@ func New(opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
-	c.rt = newPingCache(c.rt)
+	c.rt = newPingCache(&limiter{next: c.rt, rps: c.rps, observe: c.observe, hosts: map[string]*hostLimit{}})
 	return c
 }
 
@@ -247,8 +268,11 @@ func classify(ref string, err error) error {
 func memo[T any](c *Client, m map[string]*call[T], key string, f func() (T, error)) (T, error) {
 	c.mu.Lock()
 	cl, ok := m[key]
+	if ok && c.ttl > 0 && !cl.at.IsZero() && time.Since(cl.at) > c.ttl {
+		ok = false // stale: ask again
+	}
 	if !ok {
-		cl = &call[T]{done: make(chan struct{})}
+		cl = &call[T]{done: make(chan struct{}), at: time.Now()}
 		m[key] = cl
 	}
 	c.mu.Unlock()

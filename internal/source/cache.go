@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
@@ -26,6 +27,7 @@ type Cache struct {
 	dir     string
 	creds   *credentials
 	onFetch func()
+	maxAge  time.Duration
 
 	mu    sync.Mutex
 	repos map[string]*openCall
@@ -63,6 +65,12 @@ func (c *Cache) Trust(urls ...string) {
 // first sign that a run has work ahead (a caller can start warming up).
 func WithFetchHook(f func()) Option { return func(c *Cache) { c.onFetch = f } }
 
+// WithMaxAge makes a long-lived Cache (a controller's) fetch a remote again
+// when it is opened and its last fetch is older than d: at most once per d
+// however many callers open it, and at the cost of one ref advertisement
+// when nothing moved. The default, 0, fetches once per Cache (a run).
+func WithMaxAge(d time.Duration) Option { return func(c *Cache) { c.maxAge = d } }
+
 // NewCache returns a Cache keeping clones under dir.
 func NewCache(dir string, opts ...Option) *Cache {
 	c := &Cache{dir: dir, repos: map[string]*openCall{}, creds: &credentials{}}
@@ -86,6 +94,19 @@ type OpenOptions struct {
 	// Create initialises a bare repository at a local path that does not
 	// exist yet (or is an empty directory), as a destination may need.
 	Create bool
+	// Credentials, if set, are the repository's own, instead of the
+	// Cache's: a controller's resources each name theirs.
+	Credentials *Credentials
+}
+
+// Credentials are one resource's credentials for one repository. Clones
+// are kept apart by Scope: a resource that names no Secret does not read,
+// from a clone that another resource's Secret fetched, what it could not
+// fetch itself.
+type Credentials struct {
+	Auth Auth
+	// Scope names the credentials ("namespace/secret@resourceVersion").
+	Scope string
 }
 
 // Open returns the repository at loc. A remote is cloned on first use and
@@ -97,6 +118,9 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 	if loc.IsLocal() && !o.Create {
 		key = "source:" + key
 	}
+	if o.Credentials != nil && !loc.IsLocal() {
+		key += "\x00" + o.Credentials.Scope
+	}
 	c.mu.Lock()
 	call, ok := c.repos[key]
 	if !ok {
@@ -107,18 +131,60 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 	if ok {
 		select {
 		case <-call.done:
-			return call.repo, call.err
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		if call.err == nil && c.maxAge > 0 && call.repo.remote {
+			if err := call.repo.refreshIfOlder(ctx, c.maxAge); err != nil {
+				return nil, err
+			}
+		}
+		return call.repo, call.err
 	}
 	if loc.IsLocal() {
 		call.repo, call.err = openLocal(loc, o.Create)
 	} else {
-		call.repo, call.err = c.openRemote(ctx, loc)
+		call.repo, call.err = c.openRemote(ctx, loc, o.Credentials)
 	}
 	close(call.done)
+	if call.err != nil && c.maxAge > 0 {
+		// A long-lived cache tries again next time (the server may be back).
+		c.mu.Lock()
+		if c.repos[key] == call {
+			delete(c.repos, key)
+		}
+		c.mu.Unlock()
+	}
 	return call.repo, call.err
+}
+
+// Invalidate makes the next Open of a repository fetch it, whatever its
+// age: a webhook said it moved.
+func (c *Cache) Invalidate(rawURL string) {
+	loc, err := ParseLocation(rawURL, "/")
+	if err != nil {
+		return
+	}
+	key := loc.Key()
+	c.mu.Lock()
+	var repos []*Repo
+	for k, call := range c.repos {
+		if k == key || strings.HasPrefix(k, key+"\x00") {
+			select {
+			case <-call.done:
+				if call.repo != nil {
+					repos = append(repos, call.repo)
+				}
+			default:
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range repos {
+		r.mu.Lock()
+		r.fetched = time.Time{}
+		r.mu.Unlock()
+	}
 }
 
 func openLocal(loc Location, create bool) (*Repo, error) {
@@ -178,8 +244,12 @@ func IsBare(dir string) bool {
 // repository.
 var ErrNotRepository = errors.New("not a git repository")
 
-func (c *Cache) openRemote(ctx context.Context, loc Location) (*Repo, error) {
-	sum := sha256.Sum256([]byte(loc.Key()))
+func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials) (*Repo, error) {
+	id := loc.Key()
+	if own != nil {
+		id += "\x00" + own.Scope
+	}
+	sum := sha256.Sum256([]byte(id))
 	name := hex.EncodeToString(sum[:8]) + "-" + sanitize(filepath.Base(loc.Key()))
 	dir := filepath.Join(c.dir, name)
 	// Clones are readable by their owner only: what a private
@@ -215,6 +285,10 @@ func (c *Cache) openRemote(ctx context.Context, loc Location) (*Repo, error) {
 	r := newRepo(loc, g, dir, ".")
 	r.remote = true
 	r.creds = c.creds
+	if own != nil {
+		// A resource's own Secret is for the repository it names it for.
+		r.creds = &credentials{auth: own.Auth.Trusting(loc.URL)}
+	}
 	r.lock = dir + ".lock"
 	r.onFetch = c.onFetch
 	if err := r.fetch(ctx); err != nil {

@@ -42,6 +42,12 @@ func (o *Opened) Working() bool { return o.Tree == nil }
 // local path without a ref is read as it is on disk, uncommitted changes
 // included; anything else at the commit its ref names.
 func (c *Cache) OpenSource(ctx context.Context, repo, ref, baseDir string) (*Opened, error) {
+	return c.OpenSourceWith(ctx, repo, ref, baseDir, nil)
+}
+
+// OpenSourceWith is OpenSource with the source's own credentials (nil:
+// the Cache's).
+func (c *Cache) OpenSourceWith(ctx context.Context, repo, ref, baseDir string, creds *Credentials) (*Opened, error) {
 	loc, err := ParseLocation(repo, baseDir)
 	if err != nil {
 		return nil, err
@@ -74,7 +80,7 @@ func (c *Cache) OpenSource(ctx context.Context, repo, ref, baseDir string) (*Ope
 		}
 		return o, nil
 	}
-	r, err := c.Open(ctx, loc, OpenOptions{})
+	r, err := c.Open(ctx, loc, OpenOptions{Credentials: creds})
 	if err != nil {
 		return nil, err
 	}

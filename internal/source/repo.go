@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -33,6 +34,8 @@ type Repo struct {
 	// fetch into and push from the same clone, so each fetch and push
 	// holds it.
 	lock string
+	// fetched is when the clone last asked the remote for its refs.
+	fetched time.Time
 
 	mu    sync.Mutex
 	git   *git.Repository
@@ -120,9 +123,13 @@ func (r *Repo) fetch(ctx context.Context) error {
 		r.head = guessHead(want)
 	}
 	clear(r.resolved)
+	r.fetched = time.Now()
 	// What others sharing the clone fetched or pushed is in packs this
 	// process has not indexed yet.
 	r.reindex()
+	if len(r.trees) > maxTrees {
+		clear(r.trees) // a long-lived clone reads ever new trees
+	}
 	r.refs = want
 	if !r.refsDiffer(want) {
 		return nil
@@ -185,6 +192,24 @@ func (r *Repo) Refresh(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	unlock, err := lockFile(r.lock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return r.fetch(ctx)
+}
+
+// maxTrees bounds the decoded trees a Repo keeps.
+const maxTrees = 50_000
+
+// refreshIfOlder fetches again when the last fetch is older than d.
+func (r *Repo) refreshIfOlder(ctx context.Context, d time.Duration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.fetched) < d {
+		return nil
+	}
 	unlock, err := lockFile(r.lock)
 	if err != nil {
 		return err

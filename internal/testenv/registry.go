@@ -52,6 +52,9 @@ func NewRegistry(t TB) *Registry {
 		}
 		if f := r.fail.Load(); f != nil {
 			if code := (*f)(req); code != 0 {
+				if code == http.StatusTooManyRequests {
+					w.Header().Set("Retry-After", "1") // as registries say when to come back
+				}
 				http.Error(w, http.StatusText(code), code)
 				return
 			}

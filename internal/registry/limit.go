@@ -1,0 +1,105 @@
+package registry
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// limiter is a transport that keeps each registry host under a request
+// rate, and honours a 429's Retry-After for every later request to that
+// host, not only the one retried: a registry that says "slow down" is
+// obeyed by the whole process.
+type limiter struct {
+	next    http.RoundTripper
+	rps     float64
+	observe func(host string, status int)
+
+	mu    sync.Mutex
+	hosts map[string]*hostLimit
+}
+
+type hostLimit struct {
+	rate    *rate.Limiter
+	blocked time.Time // no request before this (a Retry-After)
+}
+
+// maxRetryAfter bounds how long a Retry-After is honoured.
+const maxRetryAfter = 5 * time.Minute
+
+func (l *limiter) host(h string) *hostLimit {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hl, ok := l.hosts[h]
+	if !ok {
+		r := rate.Inf
+		if l.rps > 0 {
+			r = rate.Limit(l.rps)
+		}
+		hl = &hostLimit{rate: rate.NewLimiter(r, max(1, int(l.rps)))}
+		l.hosts[h] = hl
+	}
+	return hl
+}
+
+func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
+	hl := l.host(req.URL.Host)
+	l.mu.Lock()
+	wait := time.Until(hl.blocked)
+	l.mu.Unlock()
+	if wait > 0 {
+		if err := sleep(req.Context(), wait); err != nil {
+			return nil, err
+		}
+	}
+	if err := hl.rate.Wait(req.Context()); err != nil {
+		return nil, err
+	}
+	resp, err := l.next.RoundTrip(req)
+	if l.observe != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		l.observe(req.URL.Host, status)
+	}
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		if d := retryAfter(resp.Header.Get("Retry-After")); d > 0 {
+			l.mu.Lock()
+			if until := time.Now().Add(min(d, maxRetryAfter)); until.After(hl.blocked) {
+				hl.blocked = until
+			}
+			l.mu.Unlock()
+		}
+	}
+	return resp, err
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return time.Until(t)
+	}
+	return 0
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,82 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sluice.dev/sluice/internal/testenv"
+)
+
+func TestRegistryLimitsAreKeptAndRetryAfterHonoured(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	for i := 0; i < 10; i++ {
+		reg.Push(t, fmt.Sprintf("team/app:v%d", i))
+	}
+	var seen sync.Map
+	var statuses atomic.Int64
+	c := New(WithRateLimit(5), WithObserver(func(host string, status int) {
+		seen.Store(host, true)
+		if status == http.StatusTooManyRequests {
+			statuses.Add(1)
+		}
+	}))
+	// Ten look-ups at 5 per second, after a burst of 5, take a second at
+	// least.
+	start := time.Now()
+	for i := 0; i < 10; i++ {
+		if _, err := c.Digest(context.Background(), fmt.Sprintf("%s/team/app:v%d", reg.Host, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d < 950*time.Millisecond {
+		t.Errorf("10 look-ups at 5/s took %s", d)
+	}
+	if _, ok := seen.Load(reg.Host); !ok {
+		t.Error("the observer saw no request")
+	}
+	// A 429 with Retry-After: 1 holds the retry (and everything else to
+	// that host) for a second; the look-up then succeeds.
+	var once atomic.Bool
+	reg.FailWith(func(r *http.Request) int {
+		if strings.Contains(r.URL.Path, "/manifests/") && once.CompareAndSwap(false, true) {
+			return http.StatusTooManyRequests
+		}
+		return 0
+	})
+	c = New(WithObserver(func(host string, status int) {
+		if status == http.StatusTooManyRequests {
+			statuses.Add(1)
+		}
+	}))
+	start = time.Now()
+	if _, err := c.Digest(context.Background(), reg.Host+"/team/app:v1"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < time.Second || statuses.Load() != 1 {
+		t.Errorf("after a 429 with Retry-After: 1 the retry came %s later (%d 429s seen)", d, statuses.Load())
+	}
+}
+
+func TestTTLLooksTagsUpAgainOnceStale(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	first := reg.Push(t, "team/app:dev")
+	c := New(WithTTL(200 * time.Millisecond))
+	ctx := context.Background()
+	if d, _ := c.Digest(ctx, reg.Host+"/team/app:dev"); d != first {
+		t.Fatalf("digest %s", d)
+	}
+	moved := reg.Push(t, "team/app:dev")
+	if d, _ := c.Digest(ctx, reg.Host+"/team/app:dev"); d != first {
+		t.Errorf("within the TTL the answer is remembered: %s", d)
+	}
+	time.Sleep(250 * time.Millisecond)
+	if d, _ := c.Digest(ctx, reg.Host+"/team/app:dev"); d != moved {
+		t.Errorf("after the TTL the moved tag is seen: %s, want %s", d, moved)
+	}
+}
