@@ -15,6 +15,9 @@ type Provenance struct {
 	Kind       string `json:"kind"`
 	// Sync is the ManifestSync that owns the folder.
 	Sync string `json:"sync"`
+	// Namespace is the sync's namespace, where it has one (a controller's
+	// ManifestSync): syncs of one name in two namespaces are two owners.
+	Namespace string `json:"namespace,omitempty"`
 	// Source is what was read.
 	Source ProvenanceSource `json:"source"`
 	// Renderer is the engine that rendered it.

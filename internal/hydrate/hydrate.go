@@ -71,6 +71,31 @@ type Options struct {
 	// Limits bound each sync's render (render.DefaultLimits for zero
 	// fields): a sync past them fails, the others go on.
 	Limits render.Limits
+	// Credentials, if set, gives a sync's own credentials for its source
+	// and its destination (a controller's Secrets); a nil one, and the
+	// default, use the Cache's.
+	Credentials func(ms config.ManifestSync) (src, dst *source.Credentials)
+	// RegistryFor, if set, gives the client a sync's images are pinned
+	// through (its own registry credentials); nil is Registry.
+	RegistryFor func(ms config.ManifestSync) *registry.Client
+}
+
+// credentials are a sync's own source and destination credentials.
+func (o *Options) credentials(ms config.ManifestSync) (src, dst *source.Credentials) {
+	if o.Credentials == nil {
+		return nil, nil
+	}
+	return o.Credentials(ms)
+}
+
+// registry is the client a sync pins through.
+func (o *Options) registry(ms config.ManifestSync) *registry.Client {
+	if o.RegistryFor != nil {
+		if c := o.RegistryFor(ms); c != nil {
+			return c
+		}
+	}
+	return o.Registry
 }
 
 // Outcome is what became of one sync.
@@ -184,7 +209,7 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 	g.SetLimit(max(16, 4*o.Parallel))
 	for i, s := range syncs {
 		g.Go(func() error {
-			p := r.plan(gctx, s)
+			p := r.plan(syncContext(gctx, s), s)
 			plans[i] = p
 			if p.err != nil || p.folder == nil || o.DryRun {
 				r.finish(i, p.result())
@@ -202,6 +227,18 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 		o.Log.Debug("written", "elapsed", time.Since(start))
 	}
 	return &Report{Results: r.results}, nil
+}
+
+// syncContext asks, for a sync with an interval (a controller's), for
+// clones and tag look-ups no older than it: a long-lived cache shared by
+// many syncs then fetches a repository, and looks a tag up, at most once
+// per interval.
+func syncContext(ctx context.Context, ms config.ManifestSync) context.Context {
+	if iv := ms.Spec.Interval; iv != nil && iv.Duration > 0 {
+		ctx = source.ContextWithMaxAge(ctx, iv.Duration)
+		ctx = registry.ContextWithMaxAge(ctx, iv.Duration)
+	}
+	return ctx
 }
 
 type runner struct {
@@ -244,7 +281,7 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 			r.finish(i, p.writeDir(destination.Dir{Root: r.o.OutDir}))
 			continue
 		}
-		key := p.dstRepo.Location().Key() + "#" + p.branch
+		key := fmt.Sprintf("%s#%p#%s", p.dstRepo.Location().Key(), p.dstRepo, p.branch)
 		g, ok := groups[key]
 		if !ok {
 			g = &group{repo: p.dstRepo, branch: p.branch, from: p.from}

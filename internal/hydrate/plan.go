@@ -136,7 +136,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	src := o.src
 	p.src = src
 	p.prev = cur.prov
-	if err := claimed(current, p.dstPath, ms.Name, cur); err != nil {
+	if err := claimed(current, p.dstPath, ms.Namespace, ms.Name, cur); err != nil {
 		return err
 	}
 	if lock := r.lockOf(p.prev); lock != nil {
@@ -146,7 +146,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		p.locked = lock
 		return nil
 	}
-	pinner := &pin.Pinner{Registry: r.o.Registry, Commit: src.Commit}
+	pinner := &pin.Pinner{Registry: r.o.registry(ms), Commit: src.Commit}
 	// A takeover always writes its record (and extends its lock); a
 	// folder a takeover wrote goes back to the regular render.
 	shortcut := !r.o.Force && r.o.Takeover == nil && p.prev != nil && p.prev.Takeover == nil
@@ -192,6 +192,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		APIVersion: v1alpha1.APIVersion,
 		Kind:       v1alpha1.KindProvenance,
 		Sync:       ms.Name,
+		Namespace:  ms.Namespace,
 		Source:     src.provenance(ms.Spec.Source, inputs),
 		Renderer:   res.Renderer,
 		Render:     ms.Spec.Render,
@@ -245,9 +246,16 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 // above it or one inside it holds another sync's provenance record.
 // Within one run, overlapping folders are refused before anything runs;
 // this finds what earlier runs, of other files, left in the branch.
-func claimed(current folderReader, dir, name string, cur *currentFolder) error {
-	if cur.prov != nil && cur.prov.Sync != "" && cur.prov.Sync != name {
-		return fmt.Errorf("%s is the folder of ManifestSync %s (its %s says so), and a sync never takes over another's folder: remove %s from the branch first if %s replaces %s", dir, cur.prov.Sync, v1alpha1.ProvenanceFile, dir, name, cur.prov.Sync)
+func claimed(current folderReader, dir, namespace, name string, cur *currentFolder) error {
+	// A record without a namespace (the command line's) is taken by a
+	// sync of the same name in any namespace: how a team moves its syncs
+	// from the command line to the controller.
+	if p := cur.prov; p != nil && p.Sync != "" && (p.Sync != name || p.Namespace != "" && p.Namespace != namespace) {
+		owner := p.Sync
+		if p.Namespace != "" {
+			owner = p.Namespace + "/" + p.Sync
+		}
+		return fmt.Errorf("%s is the folder of ManifestSync %s (its %s says so), and a sync never takes over another's folder: remove %s from the branch first if %s replaces %s", dir, owner, v1alpha1.ProvenanceFile, dir, name, owner)
 	}
 	for d := path.Dir(dir); d != "." && d != "/"; d = path.Dir(d) {
 		data, ok, err := current.ReadFile(path.Join(d, v1alpha1.ProvenanceFile))
@@ -306,7 +314,7 @@ func (r *runner) lockOf(prev *v1alpha1.Provenance) *v1alpha1.Takeover {
 // last pinned with, so the answers are in when the check needs them. Only
 // strategies that need no source commit can start this early.
 func (r *runner) prefetch(ctx context.Context, ms config.ManifestSync, prev *v1alpha1.Provenance) {
-	pinner := &pin.Pinner{Registry: r.o.Registry}
+	pinner := &pin.Pinner{Registry: r.o.registry(ms)}
 	for _, img := range prev.Images {
 		rule, ok := pin.Match(ms.Spec.Images, pin.ParseRef(img.From).Repo)
 		if ok && rule.Strategy != v1alpha1.StrategySourceCommit {
@@ -459,7 +467,8 @@ func (r *runner) openDestination(ctx context.Context, p *plan) (folderReader, er
 	if err != nil {
 		return nil, fmt.Errorf("spec.destination.repo: %w", err)
 	}
-	repo, err := r.o.Cache.Open(ctx, loc, source.OpenOptions{Create: true})
+	_, creds := r.o.credentials(p.ms)
+	repo, err := r.o.Cache.Open(ctx, loc, source.OpenOptions{Create: true, Credentials: creds})
 	if err != nil {
 		return nil, fmt.Errorf("opening destination: %w", err)
 	}
@@ -482,7 +491,7 @@ func (r *runner) openDestination(ctx context.Context, p *plan) (folderReader, er
 
 // openBranch reads a branch once per run, however many syncs share it.
 func (r *runner) openBranch(repo *source.Repo, name string) (*destination.Branch, error) {
-	key := repo.Location().Key() + "#" + name
+	key := fmt.Sprintf("%p#%s", repo, name) // one clone's branch: clones of other credentials are apart
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if b, ok := r.branches[key]; ok {

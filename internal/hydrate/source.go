@@ -35,7 +35,8 @@ func (s *sourceTree) provenance(spec v1alpha1.Source, inputs []v1alpha1.Input) v
 
 // openSource opens a sync's source.
 func (r *runner) openSource(ctx context.Context, ms config.ManifestSync) (*sourceTree, error) {
-	o, err := r.o.Cache.OpenSource(ctx, ms.Spec.Source.Repo, ms.Spec.Source.Ref, ms.Origin.Dir)
+	creds, _ := r.o.credentials(ms)
+	o, err := r.o.Cache.OpenSourceWith(ctx, ms.Spec.Source.Repo, ms.Spec.Source.Ref, ms.Origin.Dir, creds)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}

@@ -82,6 +82,14 @@ func WithTransport(rt http.RoundTripper) Option { return func(c *Client) { c.rt 
 // Client's life (a run).
 func WithTTL(d time.Duration) Option { return func(c *Client) { c.ttl = d } }
 
+type maxAgeKey struct{}
+
+// ContextWithMaxAge asks the look-ups under ctx for answers at most d old
+// (a sync's interval), whatever the Client's TTL.
+func ContextWithMaxAge(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, maxAgeKey{}, d)
+}
+
 // WithRateLimit keeps the requests to each registry host under rps per
 // second. A 429 answer's Retry-After holds every request to that host
 // until it passes, whatever the limit. The default is no limit.
@@ -192,7 +200,7 @@ var ErrNotFound = errors.New("not found")
 
 // Digest resolves a tag (repo:tag) to the digest of its manifest or index.
 func (c *Client) Digest(ctx context.Context, ref string) (string, error) {
-	return memo(c, c.digests, ref, func() (string, error) {
+	return memo(ctx, c, c.digests, ref, func() (string, error) {
 		r, err := c.ParseReference(ref)
 		if err != nil {
 			return "", err
@@ -216,7 +224,7 @@ func (c *Client) Digest(ctx context.Context, ref string) (string, error) {
 
 // Tags lists a repository's tags.
 func (c *Client) Tags(ctx context.Context, repo string) ([]string, error) {
-	return memo(c, c.tags, repo, func() ([]string, error) {
+	return memo(ctx, c, c.tags, repo, func() ([]string, error) {
 		r, err := c.ParseRepository(repo)
 		if err != nil {
 			return nil, err
@@ -265,10 +273,14 @@ func classify(ref string, err error) error {
 	return fmt.Errorf("%s: %w", ref, err)
 }
 
-func memo[T any](c *Client, m map[string]*call[T], key string, f func() (T, error)) (T, error) {
+func memo[T any](ctx context.Context, c *Client, m map[string]*call[T], key string, f func() (T, error)) (T, error) {
+	ttl := c.ttl
+	if d, ok := ctx.Value(maxAgeKey{}).(time.Duration); ok && d > 0 {
+		ttl = d
+	}
 	c.mu.Lock()
 	cl, ok := m[key]
-	if ok && c.ttl > 0 && !cl.at.IsZero() && time.Since(cl.at) > c.ttl {
+	if ok && ttl > 0 && time.Since(cl.at) > ttl {
 		ok = false // stale: ask again
 	}
 	if !ok {

@@ -68,8 +68,24 @@ func WithFetchHook(f func()) Option { return func(c *Cache) { c.onFetch = f } }
 // WithMaxAge makes a long-lived Cache (a controller's) fetch a remote again
 // when it is opened and its last fetch is older than d: at most once per d
 // however many callers open it, and at the cost of one ref advertisement
-// when nothing moved. The default, 0, fetches once per Cache (a run).
+// when nothing moved. The default, 0, fetches once per Cache (a run). A
+// caller's context may ask for its own age (ContextWithMaxAge).
 func WithMaxAge(d time.Duration) Option { return func(c *Cache) { c.maxAge = d } }
+
+type maxAgeKey struct{}
+
+// ContextWithMaxAge asks the Opens under ctx for clones fetched at most d
+// ago: a sync's interval.
+func ContextWithMaxAge(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, maxAgeKey{}, d)
+}
+
+func maxAge(ctx context.Context, def time.Duration) time.Duration {
+	if d, ok := ctx.Value(maxAgeKey{}).(time.Duration); ok && d > 0 {
+		return d
+	}
+	return def
+}
 
 // NewCache returns a Cache keeping clones under dir.
 func NewCache(dir string, opts ...Option) *Cache {
@@ -134,8 +150,8 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if call.err == nil && c.maxAge > 0 && call.repo.remote {
-			if err := call.repo.refreshIfOlder(ctx, c.maxAge); err != nil {
+		if age := maxAge(ctx, c.maxAge); call.err == nil && age > 0 && call.repo.remote {
+			if err := call.repo.refreshIfOlder(ctx, age); err != nil {
 				return nil, err
 			}
 		}
@@ -147,7 +163,7 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 		call.repo, call.err = c.openRemote(ctx, loc, o.Credentials)
 	}
 	close(call.done)
-	if call.err != nil && c.maxAge > 0 {
+	if call.err != nil && maxAge(ctx, c.maxAge) > 0 {
 		// A long-lived cache tries again next time (the server may be back).
 		c.mu.Lock()
 		if c.repos[key] == call {
