@@ -20,7 +20,7 @@ var layers = map[string][]string{
 	"internal/render":      {"api/v1alpha1", "internal/anchors", "internal/source", "internal/registry"},
 	"internal/pin":         {"api/v1alpha1", "internal/registry"},
 	"internal/destination": {"api/v1alpha1", "internal/source"},
-	"internal/devcluster":  {},
+	"internal/devcluster":  {"config/crd"},
 	"internal/cluster":     {},
 	"internal/build":       {"api/v1alpha1", "internal/source", "internal/registry", "internal/config"},
 	"internal/override":    {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/pin"},

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"sluice.dev/sluice/config/crd"
 )
 
 // Options say what to start.
@@ -20,7 +22,7 @@ type Options struct {
 	// minutes): for a person's `sluice dev cluster`, never in a test's
 	// time, where their absence is an error saying how to build them.
 	Build bool
-	// WithoutCRDs leaves the Flux and Argo CD CRDs out.
+	// WithoutCRDs leaves the CRDs out: Sluice's own, Flux's and Argo CD's.
 	WithoutCRDs bool
 	// Dir receives the kubeconfig; empty makes a temporary directory.
 	Dir string
@@ -65,6 +67,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			return nil, err
 		}
 		env.CRDDirectoryPaths = dirs
+		if env.CRDs, err = crd.Objects(); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := env.Start()
 	if err != nil {

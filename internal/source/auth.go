@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"golang.org/x/crypto/ssh"
 )
 
 // Auth holds git credentials. Its zero value means anonymous https and
@@ -28,12 +30,18 @@ type Auth struct {
 	// Username and Password are for. A Cache adds the hosts of the
 	// repositories its caller trusts (Cache.Trust).
 	Hosts []string
-	// SSHKeyFile is a private key for ssh; without it the ssh agent is used.
+	// SSHKeyFile is a private key for ssh; without it (or SSHKey) the ssh
+	// agent is used.
 	SSHKeyFile       string
 	SSHKeyPassphrase string
+	// SSHKey is a private key for ssh, itself (a Secret's identity).
+	SSHKey []byte
 	// KnownHosts files check ssh host keys; the default is
 	// ~/.ssh/known_hosts (and $SSH_KNOWN_HOSTS).
 	KnownHosts []string
+	// KnownHostsData, when set, checks ssh host keys instead of files (a
+	// Secret's known_hosts).
+	KnownHostsData []byte
 }
 
 // AuthFromEnv reads credentials from the environment:
@@ -116,6 +124,39 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// knownHosts checks host keys against the lines of a known_hosts file's
+// content (plain host patterns; hashed entries are not read).
+func knownHosts(data []byte) (ssh.HostKeyCallback, error) {
+	type entry struct {
+		hosts []string
+		key   ssh.PublicKey
+	}
+	var entries []entry
+	for rest := data; len(bytes.TrimSpace(rest)) > 0; {
+		_, hosts, key, _, next, err := ssh.ParseKnownHosts(rest)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, entry{hosts, key})
+		rest = next
+	}
+	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		host, port, err := net.SplitHostPort(hostname)
+		if err != nil {
+			host, port = hostname, "22"
+		}
+		names := []string{host, "[" + host + "]:" + port}
+		for _, e := range entries {
+			for _, h := range e.hosts {
+				if (h == names[0] && port == "22" || h == names[1]) && bytes.Equal(e.key.Marshal(), key.Marshal()) {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("ssh: the host key of %s is not in known_hosts", hostname)
+	}, nil
+}
+
 // credentials are the Auth a Cache and its repositories share, with the
 // hosts trusted so far.
 type credentials struct {
@@ -169,15 +210,29 @@ func (a Auth) method(rawURL string) (transport.AuthMethod, string, error) {
 		if u.User != nil {
 			user = u.User.Username()
 		}
-		files := a.KnownHosts
-		if len(files) == 0 {
-			if home, err := os.UserHomeDir(); err == nil {
-				files = []string{filepath.Join(home, ".ssh", "known_hosts")}
+		var hostKeys ssh.HostKeyCallback
+		if a.KnownHostsData != nil {
+			if hostKeys, err = knownHosts(a.KnownHostsData); err != nil {
+				return nil, "", fmt.Errorf("ssh known_hosts: %w", err)
+			}
+		} else {
+			files := a.KnownHosts
+			if len(files) == 0 {
+				if home, err := os.UserHomeDir(); err == nil {
+					files = []string{filepath.Join(home, ".ssh", "known_hosts")}
+				}
+			}
+			if hostKeys, err = gitssh.NewKnownHostsCallback(files...); err != nil {
+				return nil, "", fmt.Errorf("ssh known hosts: %w", err)
 			}
 		}
-		hostKeys, err := gitssh.NewKnownHostsCallback(files...)
-		if err != nil {
-			return nil, "", fmt.Errorf("ssh known hosts: %w", err)
+		if a.SSHKey != nil {
+			keys, err := gitssh.NewPublicKeys(user, a.SSHKey, a.SSHKeyPassphrase)
+			if err != nil {
+				return nil, "", fmt.Errorf("ssh identity: %w", err)
+			}
+			keys.HostKeyCallback = hostKeys
+			return keys, rawURL, nil
 		}
 		if a.SSHKeyFile != "" {
 			keys, err := gitssh.NewPublicKeysFromFile(user, a.SSHKeyFile, a.SSHKeyPassphrase)

@@ -345,6 +345,18 @@ func TestCloneOverSSHWithKeyFileAndKnownHosts(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "key") {
 		t.Fatalf("unknown host key: %v", err)
 	}
+	// The same from a Secret's bytes: an identity and known_hosts, given
+	// as a resource's own credentials.
+	key, _ := os.ReadFile(ssh.KeyFile)
+	known, _ := os.ReadFile(ssh.KnownHosts)
+	own := &Credentials{Auth: Auth{SSHKey: key, KnownHostsData: known}, Scope: "ns/git-ssh@1"}
+	if repo, err = NewCache(t.TempDir()).Open(ctx, mustLoc(t, ssh.URL("app")), OpenOptions{Credentials: own}); err != nil {
+		t.Fatalf("identity and known_hosts from bytes: %v", err)
+	}
+	own.Auth.KnownHostsData = []byte("example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+	if _, err = NewCache(t.TempDir()).Open(ctx, mustLoc(t, ssh.URL("app")), OpenOptions{Credentials: own}); err == nil || !strings.Contains(err.Error(), "not in known_hosts") {
+		t.Fatalf("host key not in the Secret's known_hosts: %v", err)
+	}
 }
 
 func TestUnchangedUsesFolderHashesButNotAcrossSymlinks(t *testing.T) {
