@@ -40,6 +40,33 @@ type Builder struct {
 	// (spec.allowBuilders). The builders of the person's own files always
 	// run.
 	AllowBuilders bool
+	// Credentials, if set, gives an Image's own credentials for its i-th
+	// source (a controller's Secrets); nil uses the Cache's.
+	Credentials func(img config.Image, i int) *source.Credentials
+	// RegistryFor, if set, gives the client an Image is pushed (and its
+	// base pulled) through; nil is Registry.
+	RegistryFor func(img config.Image) *Builder
+}
+
+// forImage is the Builder an Image is built with: its own registry client
+// where RegistryFor gives one.
+func (b *Builder) forImage(img config.Image) *Builder {
+	if b.RegistryFor != nil {
+		if ib := b.RegistryFor(img); ib != nil {
+			return ib
+		}
+	}
+	return b
+}
+
+// openSource opens an Image's i-th source with its own credentials.
+func (b *Builder) openSource(ctx context.Context, img config.Image, i int) (*source.Opened, error) {
+	s := img.Spec.Source[i]
+	var creds *source.Credentials
+	if b.Credentials != nil {
+		creds = b.Credentials(img, i)
+	}
+	return b.Cache.OpenSourceWith(ctx, s.Repo, s.Ref, img.Origin.Dir, creds)
 }
 
 // Options say what one Build does beyond the Images' own settings.
@@ -78,7 +105,7 @@ func InputsTag(hash string) string { return "inputs-" + hash[:32] }
 // Build builds the Images in parallel; each one's failure is in its
 // Result.
 func (b *Builder) Build(ctx context.Context, images []config.Image, o Options) []Result {
-	return b.each(ctx, images, func(ctx context.Context, img config.Image) Result { return b.buildOne(ctx, img, o) })
+	return b.each(ctx, images, func(ctx context.Context, img config.Image) Result { return b.forImage(img).buildOne(ctx, img, o) })
 }
 
 // each runs f for every image, Jobs at a time.
@@ -124,7 +151,7 @@ func (b *Builder) buildOne(ctx context.Context, img config.Image, o Options) Res
 	var srcs []*openedSource
 	var all []file
 	for i, s := range spec.Source {
-		opened, err := b.Cache.OpenSource(ctx, s.Repo, s.Ref, img.Origin.Dir)
+		opened, err := b.openSource(ctx, img, i)
 		if err != nil {
 			return fail(fmt.Errorf("spec.source[%d]: %w", i, err))
 		}

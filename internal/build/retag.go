@@ -16,7 +16,7 @@ import (
 // being its first source's commit). An Image none of whose tags exists is
 // an error: it has to be built.
 func (b *Builder) Retag(ctx context.Context, images []config.Image, tag string) []Result {
-	return b.each(ctx, images, func(ctx context.Context, img config.Image) Result { return b.retagOne(ctx, img, tag) })
+	return b.each(ctx, images, func(ctx context.Context, img config.Image) Result { return b.forImage(img).retagOne(ctx, img, tag) })
 }
 
 func (b *Builder) retagOne(ctx context.Context, img config.Image, tag string) Result {
@@ -38,8 +38,7 @@ func (b *Builder) retagOne(ctx context.Context, img config.Image, tag string) Re
 	var tried []string
 	for _, t := range img.Spec.Tags {
 		if t == v1alpha1.TagSourceCommit {
-			src := img.Spec.Source[0]
-			opened, err := b.Cache.OpenSource(ctx, src.Repo, src.Ref, img.Origin.Dir)
+			opened, err := b.openSource(ctx, img, 0)
 			if err != nil {
 				return fail(fmt.Errorf("spec.source[0]: %w", err))
 			}

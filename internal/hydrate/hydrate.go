@@ -124,8 +124,12 @@ type Result struct {
 	Commit string `json:"commit,omitempty"`
 	// Destination is repo, branch and folder.
 	Destination string `json:"destination"`
+	// Branch is the branch written (a review branch in branch mode).
+	Branch string `json:"branch,omitempty"`
 	// Source is the repo, path and commit read.
 	Source string `json:"source,omitempty"`
+	// Revision is the same, each part on its own.
+	Revision *v1alpha1.ProvenanceSource `json:"revision,omitempty"`
 	// Images are the pinned images.
 	Images []v1alpha1.PinnedImage `json:"images,omitempty"`
 	// Rendered tells whether the source was rendered (false when the

@@ -52,12 +52,16 @@ func (p *plan) result() Result {
 		Diff:        p.diff,
 		Err:         p.err,
 	}
+	res.Branch = p.branch
 	if p.branch == "" {
 		res.Destination = fmt.Sprintf("%s %s %s", source.Redact(d.Repo), d.Branch, d.Path)
+		res.Branch = d.Branch
 	}
 	if p.prov != nil {
 		res.Images = p.prov.Images
 		res.Source = describeSource(p.prov.Source)
+		src := p.prov.Source
+		res.Revision = &src
 	}
 	if p.folder != nil {
 		res.Result = Changed

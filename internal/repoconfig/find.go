@@ -48,6 +48,18 @@ func Load(ctx context.Context, cache *source.Cache, paths []string, extra overri
 	for _, r := range extra.Repos {
 		cache.Trust(r.From, r.To)
 	}
+	out, err := LoadSet(ctx, cache, set, extra, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LoadSet is Load of resources already read: each RepoConfig of set is
+// expanded into the resources its repository holds, read with the
+// credentials creds gives it (nil: the Cache's); the other resources are
+// transformed by the caller's overrides.
+func LoadSet(ctx context.Context, cache *source.Cache, set *config.Set, extra override.Set, creds func(config.RepoConfig) *source.Credentials) (*Loaded, error) {
 	out := &Loaded{Set: &config.Set{}, Overrides: extra}
 	direct := &config.Set{ManifestSyncs: set.ManifestSyncs, Images: set.Images}
 	// Each of the caller's overrides must apply to something: a
@@ -60,7 +72,11 @@ func Load(ctx context.Context, cache *source.Cache, paths []string, extra overri
 	extraUsed := [][]bool{extra.Used(refs...)}
 	var errs []error
 	for _, rc := range set.RepoConfigs {
-		found, src, err := find(ctx, cache, rc, extra)
+		var rcCreds *source.Credentials
+		if creds != nil {
+			rcCreds = creds(rc)
+		}
+		found, src, err := find(ctx, cache, rc, extra, rcCreds)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -95,15 +111,12 @@ func Load(ctx context.Context, cache *source.Cache, paths []string, extra overri
 	if err := out.Set.Validate(); err != nil {
 		return nil, err
 	}
-	if len(out.Set.ManifestSyncs)+len(out.Set.Images) == 0 {
-		return nil, fmt.Errorf("no ManifestSync or Image found in %s", strings.Join(paths, " "))
-	}
 	return out, nil
 }
 
 // find reads a RepoConfig's repository and returns the resources its globs
 // and selectors take, untransformed.
-func find(ctx context.Context, cache *source.Cache, rc config.RepoConfig, extra override.Set) (*config.Set, *source.Opened, error) {
+func find(ctx context.Context, cache *source.Cache, rc config.RepoConfig, extra override.Set, creds *source.Credentials) (*config.Set, *source.Opened, error) {
 	fail := func(field string, err error) error {
 		return &config.Error{File: rc.Origin.File, Line: rc.Origin.LineOf(field), Kind: rc.Kind, Name: rc.Name, Field: field, Msg: err.Error()}
 	}
@@ -111,7 +124,7 @@ func find(ctx context.Context, cache *source.Cache, rc config.RepoConfig, extra 
 	if err != nil {
 		return nil, nil, fail("spec.repo", err)
 	}
-	src, err := cache.OpenSource(ctx, repo, ref, rc.Origin.Dir)
+	src, err := cache.OpenSourceWith(ctx, repo, ref, rc.Origin.Dir, creds)
 	if err != nil {
 		return nil, nil, fail("spec.repo", err)
 	}
