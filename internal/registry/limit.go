@@ -10,17 +10,29 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// limiter is a transport that keeps each registry host under a request
-// rate, and honours a 429's Retry-After for every later request to that
-// host, not only the one retried: a registry that says "slow down" is
-// obeyed by the whole process.
-type limiter struct {
-	next    http.RoundTripper
+// Limiter keeps each registry host under a request rate, and holds every
+// request to a host whose 429 said Retry-After, not only the one retried:
+// a registry that says "slow down" is obeyed by the whole process. One
+// Limiter may serve many Clients (each with its own credentials).
+type Limiter struct {
 	rps     float64
 	observe func(host string, status int)
 
 	mu    sync.Mutex
 	hosts map[string]*hostLimit
+}
+
+// NewLimiter limits each host to rps requests per second (0: no limit),
+// calling observe (if set) with each request's host and status (0 for a
+// failure to connect).
+func NewLimiter(rps float64, observe func(host string, status int)) *Limiter {
+	return &Limiter{rps: rps, observe: observe, hosts: map[string]*hostLimit{}}
+}
+
+// limiter is a Client's transport through its Limiter.
+type limiter struct {
+	*Limiter
+	next http.RoundTripper
 }
 
 type hostLimit struct {
@@ -31,7 +43,7 @@ type hostLimit struct {
 // maxRetryAfter bounds how long a Retry-After is honoured.
 const maxRetryAfter = 5 * time.Minute
 
-func (l *limiter) host(h string) *hostLimit {
+func (l *Limiter) host(h string) *hostLimit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	hl, ok := l.hosts[h]

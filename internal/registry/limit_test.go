@@ -20,12 +20,12 @@ func TestRegistryLimitsAreKeptAndRetryAfterHonoured(t *testing.T) {
 	}
 	var seen sync.Map
 	var statuses atomic.Int64
-	c := New(WithRateLimit(5), WithObserver(func(host string, status int) {
+	c := New(WithLimiter(NewLimiter(5, func(host string, status int) {
 		seen.Store(host, true)
 		if status == http.StatusTooManyRequests {
 			statuses.Add(1)
 		}
-	}))
+	})))
 	// Ten look-ups at 5 per second, after a burst of 5, take a second at
 	// least.
 	start := time.Now()
@@ -49,11 +49,11 @@ func TestRegistryLimitsAreKeptAndRetryAfterHonoured(t *testing.T) {
 		}
 		return 0
 	})
-	c = New(WithObserver(func(host string, status int) {
+	c = New(WithLimiter(NewLimiter(0, func(host string, status int) {
 		if status == http.StatusTooManyRequests {
 			statuses.Add(1)
 		}
-	}))
+	})))
 	start = time.Now()
 	if _, err := c.Digest(context.Background(), reg.Host+"/team/app:v1"); err != nil {
 		t.Fatal(err)

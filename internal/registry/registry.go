@@ -30,8 +30,7 @@ type Client struct {
 	backoff  remote.Backoff
 	rt       http.RoundTripper
 	ttl      time.Duration
-	rps      float64
-	observe  func(host string, status int)
+	limit    *Limiter
 
 	pullerOnce sync.Once
 	puller     *remote.Puller
@@ -90,16 +89,10 @@ func ContextWithMaxAge(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, maxAgeKey{}, d)
 }
 
-// WithRateLimit keeps the requests to each registry host under rps per
-// second. A 429 answer's Retry-After holds every request to that host
-// until it passes, whatever the limit. The default is no limit.
-func WithRateLimit(rps float64) Option { return func(c *Client) { c.rps = rps } }
-
-// WithObserver calls f with the host and status (0 for a failure to
-// connect) of every request: for metrics.
-func WithObserver(f func(host string, status int)) Option {
-	return func(c *Client) { c.observe = f }
-}
+// WithLimiter sends every request through l (see Limiter), which may be
+// shared with other Clients. The default is a Limiter of no rate limit
+// that still obeys Retry-After.
+func WithLimiter(l *Limiter) Option { return func(c *Client) { c.limit = l } }
 
 // New returns a Client.
 func New(opts ...Option) *Client {
@@ -114,7 +107,10 @@ func New(opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
-	c.rt = newPingCache(&limiter{next: c.rt, rps: c.rps, observe: c.observe, hosts: map[string]*hostLimit{}})
+	if c.limit == nil {
+		c.limit = NewLimiter(0, nil)
+	}
+	c.rt = newPingCache(&limiter{Limiter: c.limit, next: c.rt})
 	return c
 }
 

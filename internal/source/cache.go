@@ -27,6 +27,7 @@ type Cache struct {
 	dir     string
 	creds   *credentials
 	onFetch func()
+	observe func(op string)
 	maxAge  time.Duration
 
 	mu    sync.Mutex
@@ -64,6 +65,10 @@ func (c *Cache) Trust(urls ...string) {
 // WithFetchHook calls f when a clone is about to fetch new commits, the
 // first sign that a run has work ahead (a caller can start warming up).
 func WithFetchHook(f func()) Option { return func(c *Cache) { c.onFetch = f } }
+
+// WithObserver calls f for each request to a remote: "ls-remote" (a ref
+// advertisement), "fetch" (objects), "push". For metrics.
+func WithObserver(f func(op string)) Option { return func(c *Cache) { c.observe = f } }
 
 // WithMaxAge makes a long-lived Cache (a controller's) fetch a remote again
 // when it is opened and its last fetch is older than d: at most once per d
@@ -307,6 +312,7 @@ func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials) 
 	}
 	r.lock = dir + ".lock"
 	r.onFetch = c.onFetch
+	r.observe = c.observe
 	if err := r.fetch(ctx); err != nil {
 		return nil, err
 	}

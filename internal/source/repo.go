@@ -30,6 +30,7 @@ type Repo struct {
 	remote  bool
 	creds   *credentials
 	onFetch func()
+	observe func(op string)
 	// lock is the clone's lock file: other processes sharing the cache
 	// fetch into and push from the same clone, so each fetch and push
 	// holds it.
@@ -101,6 +102,7 @@ func (r *Repo) fetch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.note("ls-remote")
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: method})
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		r.empty = true
@@ -137,6 +139,7 @@ func (r *Repo) fetch(ctx context.Context) error {
 	if r.onFetch != nil {
 		r.onFetch()
 	}
+	r.note("fetch")
 	err = remote.FetchContext(ctx, &git.FetchOptions{
 		RemoteURL: url,
 		RefSpecs:  []config.RefSpec{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"},
@@ -198,6 +201,12 @@ func (r *Repo) Refresh(ctx context.Context) error {
 	}
 	defer unlock()
 	return r.fetch(ctx)
+}
+
+func (r *Repo) note(op string) {
+	if r.observe != nil {
+		r.observe(op)
+	}
 }
 
 // maxTrees bounds the decoded trees a Repo keeps.
@@ -511,6 +520,7 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 	if err != nil {
 		return err
 	}
+	r.note("push")
 	err = remote.PushContext(ctx, &git.PushOptions{RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: method})
 	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
 		// Mirror the new tip locally, as the next fetch would.
