@@ -80,3 +80,28 @@ func TestTTLLooksTagsUpAgainOnceStale(t *testing.T) {
 		t.Errorf("after the TTL the moved tag is seen: %s, want %s", d, moved)
 	}
 }
+
+// A caller asking for what the registry says since a moment (a push
+// notification's) looks the tag up again, however young the answer
+// remembered; every caller asking since the same moment shares one look-up.
+func TestNotBeforeLooksUpOnceForEveryCallerOfOneMoment(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	first := reg.Push(t, "team/app:dev")
+	c := New(WithTTL(time.Hour))
+	ctx := context.Background()
+	ref := reg.Host + "/team/app:dev"
+	if d, _ := c.Digest(ctx, ref); d != first {
+		t.Fatalf("digest %s", d)
+	}
+	moved := reg.Push(t, "team/app:dev")
+	before := reg.Requests.Load()
+	since := ContextWithNotBefore(ctx, time.Now())
+	for range 10 {
+		if d, err := c.Digest(since, ref); err != nil || d != moved {
+			t.Fatalf("asked since the push: %s, %v; want %s", d, err, moved)
+		}
+	}
+	if n := reg.Requests.Load() - before; n != 1 {
+		t.Errorf("ten callers of one moment made %d requests, want 1", n)
+	}
+}

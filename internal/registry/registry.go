@@ -89,6 +89,14 @@ func ContextWithMaxAge(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, maxAgeKey{}, d)
 }
 
+type notBeforeKey struct{}
+
+// ContextWithNotBefore asks the look-ups under ctx for answers the
+// registry gave at t or later: a push notification or a person asked at t.
+func ContextWithNotBefore(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, notBeforeKey{}, t)
+}
+
 // WithLimiter sends every request through l (see Limiter), which may be
 // shared with other Clients. The default is a Limiter of no rate limit
 // that still obeys Retry-After.
@@ -278,6 +286,9 @@ func memo[T any](ctx context.Context, c *Client, m map[string]*call[T], key stri
 	cl, ok := m[key]
 	if ok && ttl > 0 && time.Since(cl.at) > ttl {
 		ok = false // stale: ask again
+	}
+	if nb, _ := ctx.Value(notBeforeKey{}).(time.Time); ok && cl.at.Before(nb) {
+		ok = false // asked for something newer
 	}
 	if !ok {
 		cl = &call[T]{done: make(chan struct{}), at: time.Now()}

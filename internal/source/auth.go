@@ -170,6 +170,13 @@ func (c *credentials) trust(hosts ...string) {
 	c.auth.Hosts = append(c.auth.Hosts, hosts...)
 }
 
+// set replaces the Auth: a resource's Secret was rotated.
+func (c *credentials) set(a Auth) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.auth = a
+}
+
 func (c *credentials) method(rawURL string) (transport.AuthMethod, string, error) {
 	c.mu.Lock()
 	a := c.auth

@@ -85,6 +85,20 @@ func ContextWithMaxAge(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, maxAgeKey{}, d)
 }
 
+type notBeforeKey struct{}
+
+// ContextWithNotBefore asks the Opens under ctx for clones fetched at t or
+// later: a webhook or a person asked at t for what the remote holds now.
+// Every caller asking with the same t shares one fetch.
+func ContextWithNotBefore(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, notBeforeKey{}, t)
+}
+
+func notBefore(ctx context.Context) time.Time {
+	t, _ := ctx.Value(notBeforeKey{}).(time.Time)
+	return t
+}
+
 func maxAge(ctx context.Context, def time.Duration) time.Duration {
 	if d, ok := ctx.Value(maxAgeKey{}).(time.Duration); ok && d > 0 {
 		return d
@@ -126,7 +140,9 @@ type OpenOptions struct {
 // fetch itself.
 type Credentials struct {
 	Auth Auth
-	// Scope names the credentials ("namespace/secret@resourceVersion").
+	// Scope names the credentials ("namespace/secret"): a later Open of
+	// the same scope with another Auth (a rotated Secret) uses the new
+	// one from then on, on the same clone.
 	Scope string
 }
 
@@ -155,8 +171,12 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if age := maxAge(ctx, c.maxAge); call.err == nil && age > 0 && call.repo.remote {
-			if err := call.repo.refreshIfOlder(ctx, age); err != nil {
+		if call.err == nil && o.Credentials != nil && call.repo.remote {
+			call.repo.creds.set(o.Credentials.Auth.Trusting(loc.URL))
+		}
+		age, nb := maxAge(ctx, c.maxAge), notBefore(ctx)
+		if call.err == nil && (age > 0 || !nb.IsZero()) && call.repo.remote {
+			if err := call.repo.refreshIfOlder(ctx, age, nb); err != nil {
 				return nil, err
 			}
 		}
@@ -168,7 +188,7 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 		call.repo, call.err = c.openRemote(ctx, loc, o.Credentials)
 	}
 	close(call.done)
-	if call.err != nil && maxAge(ctx, c.maxAge) > 0 {
+	if call.err != nil && (maxAge(ctx, c.maxAge) > 0 || !notBefore(ctx).IsZero()) {
 		// A long-lived cache tries again next time (the server may be back).
 		c.mu.Lock()
 		if c.repos[key] == call {

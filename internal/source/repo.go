@@ -106,6 +106,7 @@ func (r *Repo) fetch(ctx context.Context) error {
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: method})
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		r.empty = true
+		r.refs, r.fetched = map[plumbing.ReferenceName]plumbing.Hash{}, time.Now()
 		return nil
 	}
 	if err != nil {
@@ -125,15 +126,15 @@ func (r *Repo) fetch(ctx context.Context) error {
 		r.head = guessHead(want)
 	}
 	clear(r.resolved)
-	r.fetched = time.Now()
+	at := time.Now()
 	// What others sharing the clone fetched or pushed is in packs this
 	// process has not indexed yet.
 	r.reindex()
 	if len(r.trees) > maxTrees {
 		clear(r.trees) // a long-lived clone reads ever new trees
 	}
-	r.refs = want
 	if !r.refsDiffer(want) {
+		r.refs, r.fetched = want, at
 		return nil
 	}
 	if r.onFetch != nil {
@@ -149,8 +150,11 @@ func (r *Repo) fetch(ctx context.Context) error {
 		Force:     true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		// The refs and the fetch time stay as they were: the next Open
+		// tries again rather than trust refs whose objects never came.
 		return fmt.Errorf("fetching %s: %w", r.loc, redactErr(err))
 	}
+	r.refs, r.fetched = want, at
 	return nil
 }
 
@@ -212,11 +216,12 @@ func (r *Repo) note(op string) {
 // maxTrees bounds the decoded trees a Repo keeps.
 const maxTrees = 50_000
 
-// refreshIfOlder fetches again when the last fetch is older than d.
-func (r *Repo) refreshIfOlder(ctx context.Context, d time.Duration) error {
+// refreshIfOlder fetches again when the last fetch is older than d (0:
+// any age) or than notBefore.
+func (r *Repo) refreshIfOlder(ctx context.Context, d time.Duration, notBefore time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if time.Since(r.fetched) < d {
+	if (d <= 0 || time.Since(r.fetched) < d) && !r.fetched.Before(notBefore) {
 		return nil
 	}
 	unlock, err := lockFile(r.lock)

@@ -1,0 +1,99 @@
+package source
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// A controller's Cache lives for days: each repository is asked for its
+// refs at most once per maximum age (one request when nothing moved),
+// fetched when something did, fetched at once for a caller asking for
+// what the remote holds since a moment, and a rotated Secret is used on
+// the same clone.
+func TestLongLivedCacheFetchesByAgeAndNotBefore(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t, testenv.WithBasicAuth("bot", "two"))
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, strings.Replace(url, "http://", "http://bot:two@", 1))
+	w.Write(map[string]string{"a": "1\n"}).Commit("one")
+	w.Push("main")
+
+	var mu sync.Mutex
+	ops := map[string]int{}
+	cache := NewCache(t.TempDir(), WithObserver(func(op string) { mu.Lock(); ops[op]++; mu.Unlock() }))
+	count := func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]int{}
+		for k, v := range ops {
+			out[k] = v
+		}
+		clear(ops)
+		return out
+	}
+	loc := mustLoc(t, url)
+	creds := func(pw string) OpenOptions {
+		return OpenOptions{Credentials: &Credentials{Auth: Auth{Username: "bot", Password: pw}, Scope: "ns/git"}}
+	}
+	hour := ContextWithMaxAge(ctx, time.Hour)
+	if _, err := cache.Open(hour, loc, creds("one")); err == nil {
+		t.Fatal("a wrong password opened the repository")
+	}
+	// The failure is not remembered: the right Secret works at once.
+	repo, err := cache.Open(hour, loc, creds("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got["ls-remote"] != 2 || got["fetch"] != 1 {
+		t.Errorf("first opens: %v, want 2 ls-remote (one refused) and 1 fetch", got)
+	}
+	for range 20 {
+		if _, err := cache.Open(hour, loc, creds("two")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := count(); len(got) != 0 {
+		t.Errorf("opens within the age asked the server: %v", got)
+	}
+	// Past the age, with nothing new: one ref advertisement, no fetch.
+	if _, err := cache.Open(ContextWithMaxAge(ctx, time.Nanosecond), loc, creds("two")); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got["ls-remote"] != 1 || got["fetch"] != 0 {
+		t.Errorf("unchanged past its age: %v, want one ls-remote only", got)
+	}
+	// A push, then callers asking for what the remote holds since now:
+	// one fetch for all of them, and they see the new commit.
+	second := w.Write(map[string]string{"a": "2\n"}).Commit("two")
+	w.Push("main")
+	now := ContextWithNotBefore(hour, time.Now())
+	for range 5 {
+		r, err := cache.Open(now, loc, creds("two"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := r.Resolve("main"); c.Hash.String() != second {
+			t.Fatalf("after a push asked for since: main = %s, want %s", c.Hash, second)
+		}
+	}
+	if got := count(); got["ls-remote"] != 1 || got["fetch"] != 1 {
+		t.Errorf("five callers asking since one moment: %v, want one ls-remote and one fetch", got)
+	}
+	// A rotated Secret (same scope) is used from then on, on the same
+	// clone; the old one no longer works.
+	r, err := cache.Open(ContextWithMaxAge(ctx, time.Nanosecond), loc, creds("stale"))
+	if err == nil {
+		t.Fatal("a rotated-away password still fetched")
+	}
+	if r != nil && r != repo {
+		t.Error("another clone for the same scope")
+	}
+	if r, err := cache.Open(ContextWithMaxAge(ctx, time.Nanosecond), loc, creds("two")); err != nil || r != repo {
+		t.Fatalf("back to the right password: %v (same clone: %v)", err, r == repo)
+	}
+}
