@@ -43,8 +43,6 @@ type ReconcileStatus struct {
 	// LastHandledReconcileAt is the value of the annotation
 	// reconcile.sluice.dev/requestedAt the controller last acted on.
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
-	// LastAttemptAt is when the controller last reconciled.
-	LastAttemptAt *metav1.Time `json:"lastAttemptAt,omitempty"`
 	// LastError is the last reconcile's failure ("" after a success).
 	LastError string `json:"lastError,omitempty"`
 }

@@ -19,15 +19,19 @@ func newVersionCmd(s Streams) *cobra.Command {
 		Short: "Print the versions of Sluice and its rendering engines",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := version
-			if v == "" {
-				v = "(devel)"
-				if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-					v = bi.Main.Version
-				}
-			}
-			fmt.Fprintf(s.Out, "sluice %s\nkustomize %s\nhelm %s\n", v, render.Version(render.Kustomize), render.Version(render.Helm))
+			fmt.Fprintf(s.Out, "sluice %s\nkustomize %s\nhelm %s\n", sluiceVersion(), render.Version(render.Kustomize), render.Version(render.Helm))
 			return nil
 		},
 	}
+}
+
+// sluiceVersion is this binary's version.
+func sluiceVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }

@@ -142,7 +142,7 @@ func (b *Builder) buildOne(ctx context.Context, img config.Image, o Options) Res
 	spec := img.Spec
 	res := Result{Name: img.Name, Image: spec.Image}
 	fail := func(err error) Result {
-		res.Err = fmt.Errorf("Image %s (%s:%d): %w", img.Name, img.Origin.File, img.Origin.Line, err)
+		res.Err = fmt.Errorf("Image %s%s: %w", img.Name, origin(img), err)
 		return res
 	}
 	if spec.Builder != nil && img.Origin.Repo != "" && !img.Origin.AllowBuilders && !b.AllowBuilders {
@@ -320,4 +320,13 @@ func (b *Builder) tag(ctx context.Context, repo name.Repository, digest string, 
 		})
 	}
 	return g.Wait()
+}
+
+// origin says where an Image was read from: " (FILE:LINE)" for a file's,
+// nothing for a cluster's resource (its name says it).
+func origin(img config.Image) string {
+	if img.Origin.Line == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%s:%d)", img.Origin.File, img.Origin.Line)
 }

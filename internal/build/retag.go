@@ -22,7 +22,7 @@ func (b *Builder) Retag(ctx context.Context, images []config.Image, tag string) 
 func (b *Builder) retagOne(ctx context.Context, img config.Image, tag string) Result {
 	res := Result{Name: img.Name, Image: img.Spec.Image, Tags: []string{tag}}
 	fail := func(err error) Result {
-		res.Err = fmt.Errorf("Image %s (%s:%d): %w", img.Name, img.Origin.File, img.Origin.Line, err)
+		res.Err = fmt.Errorf("Image %s%s: %w", img.Name, origin(img), err)
 		return res
 	}
 	repo, err := b.Registry.ParseRepository(img.Spec.Image)

@@ -43,6 +43,18 @@ type ConnectOptions struct {
 	Context string
 }
 
+// RESTConfig is the configuration of the cluster a kubeconfig names, or,
+// with no kubeconfig at all, of the cluster this pod runs in.
+func RESTConfig(o ConnectOptions) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
 // Connect reaches the cluster a kubeconfig names.
 func Connect(o ConnectOptions) (*Client, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()

@@ -78,6 +78,28 @@ type Options struct {
 	// RegistryFor, if set, gives the client a sync's images are pinned
 	// through (its own registry credentials); nil is Registry.
 	RegistryFor func(ms config.ManifestSync) *registry.Client
+	// ChartsFor, if set, gives what fetches a sync's remote chart (through
+	// its own registry credentials); nil is Charts.
+	ChartsFor func(ms config.ManifestSync) *render.Charts
+	// SyncContext, if set, derives the context a sync is checked and
+	// rendered under (a controller asks, for a sync a webhook named, for
+	// what the remotes hold since the webhook).
+	SyncContext func(ctx context.Context, ms config.ManifestSync) context.Context
+	// RenderSlots, if set, bounds the renders of this run together with
+	// those of every other run given the same channel (a controller's
+	// concurrent runs); its capacity is the bound, and Parallel is then
+	// ignored.
+	RenderSlots chan struct{}
+}
+
+// charts is what fetches a sync's remote chart.
+func (o *Options) charts(ms config.ManifestSync) *render.Charts {
+	if o.ChartsFor != nil {
+		if c := o.ChartsFor(ms); c != nil {
+			return c
+		}
+	}
+	return o.Charts
 }
 
 // credentials are a sync's own source and destination credentials.
@@ -208,12 +230,19 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 	plans := make([]*plan, len(syncs))
 	// Checking a sync is mostly waiting (on git and registries); rendering
 	// is CPU. Many checks run at once; renders, only Parallel.
-	r.renders = make(chan struct{}, o.Parallel)
+	r.renders = o.RenderSlots
+	if r.renders == nil {
+		r.renders = make(chan struct{}, o.Parallel)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(16, 4*o.Parallel))
 	for i, s := range syncs {
 		g.Go(func() error {
-			p := r.plan(syncContext(gctx, s), s)
+			sctx := syncContext(gctx, s)
+			if o.SyncContext != nil {
+				sctx = o.SyncContext(sctx, s)
+			}
+			p := r.plan(sctx, s)
 			plans[i] = p
 			if p.err != nil || p.folder == nil || o.DryRun {
 				r.finish(i, p.result())

@@ -168,7 +168,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	p.rendered = true
 	r.o.Log.Debug("rendering", "sync", ms.Name, "source", src.Describe(), "path", ms.Spec.Source.Path)
 	res, err := render.Render(ctx, src.FS, ms.Spec.Source.Path, render.Options{
-		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.Charts, Bases: r.openBase,
+		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.charts(ms), Bases: r.openBase,
 		Fetch: render.FetchFiles(nil), Limits: r.o.Limits,
 	})
 	if err != nil {
@@ -419,7 +419,7 @@ func (r *runner) unchanged(ctx context.Context, p *plan, pinner *pin.Pinner, cur
 		if h == nil || h.Helm == nil || h.Helm.Chart == nil {
 			return false
 		}
-		now, err := r.o.Charts.Resolve(ctx, *h.Helm.Chart)
+		now, err := r.o.charts(ms).Resolve(ctx, *h.Helm.Chart)
 		if err != nil || now != *chart {
 			return false
 		}

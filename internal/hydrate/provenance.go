@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path"
 
 	"go.yaml.in/yaml/v3"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/destination"
 )
 
 // marshalProvenance writes the record as block YAML with fields in the
@@ -75,4 +77,18 @@ func parseProvenance(data []byte) (*v1alpha1.Provenance, error) {
 		Images: h.Images, Waiting: h.Waiting, Inputs: h.Inputs, Trees: h.Trees, Chart: h.Chart, Fingerprint: h.Fingerprint, Manifests: h.Manifests,
 		Takeover: h.Takeover,
 	}, nil
+}
+
+// ReadProvenance reads the provenance record of a folder of a branch; nil
+// when the folder has none.
+func ReadProvenance(b *destination.Branch, folder string) (*v1alpha1.Provenance, error) {
+	data, ok, err := b.ReadFile(path.Join(folder, v1alpha1.ProvenanceFile))
+	if err != nil || !ok {
+		return nil, err
+	}
+	p, err := parseProvenance(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path.Join(folder, v1alpha1.ProvenanceFile), err)
+	}
+	return p, nil
 }

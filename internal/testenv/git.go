@@ -24,6 +24,18 @@ type GitServer struct {
 	user     string
 	password string
 	hook     func(*http.Request)
+	fail     atomic.Pointer[func(*http.Request) int]
+}
+
+// FailWith makes the server answer with the status f returns (0: serve
+// normally), as a git server that is down or overloaded would; nil
+// restores normal service.
+func (s *GitServer) FailWith(f func(*http.Request) int) {
+	if f == nil {
+		s.fail.Store(nil)
+		return
+	}
+	s.fail.Store(&f)
 }
 
 // GitServerOption configures a GitServer.
@@ -74,6 +86,12 @@ func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 		s.Requests.Add(1)
 		if s.hook != nil {
 			s.hook(r)
+		}
+		if f := s.fail.Load(); f != nil {
+			if code := (*f)(r); code != 0 {
+				http.Error(w, http.StatusText(code), code)
+				return
+			}
 		}
 		if s.user != "" {
 			u, p, ok := r.BasicAuth()

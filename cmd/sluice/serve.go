@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/controller"
+)
+
+type serveFlags struct {
+	kube          kubeFlags
+	engine        engineFlags
+	concurrent    int
+	registryRPS   float64
+	allowLocal    bool
+	selector      string
+	leaderElect   bool
+	leaderNS      string
+	leaderID      string
+	metricsAddr   string
+	healthAddr    string
+	hookAddr      string
+	logLevel      string
+	logEncoding   string
+	qps           float32
+	burst         int
+	allowBuilders bool
+}
+
+func newServeCmd(s Streams) *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the controller: ManifestSyncs, Images and RepoConfigs of a cluster, reconciled continuously",
+		Long: `Run Sluice as a Kubernetes controller, in a cluster (kubectl apply -k
+config/default) or out of one against a kubeconfig: the same engines as
+'sluice hydrate', driven by the ManifestSync, Image and RepoConfig
+resources of the cluster, each checked every spec.interval.
+
+Each repository is fetched once per interval however many resources read
+it, each tag looked up once; only syncs whose inputs changed are rendered,
+and the syncs of one destination branch land as one commit. Credentials
+come from the Secrets the resources name. Webhooks (/hook/NAMESPACE/NAME,
+a Secret labelled sluice.dev/receiver=true with a token) trigger the
+resources a push concerns at once.`,
+		Example: `  sluice serve --kubeconfig ~/.kube/config
+  sluice serve --enable-leader-election --watch-label-selector 'sharding.sluice.dev/key in (shard1)'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := f.logger(s)
+			if err != nil {
+				return &usageError{err}
+			}
+			cfg, err := cluster.RESTConfig(cluster.ConnectOptions{Kubeconfig: f.kube.kubeconfig, Context: f.kube.context})
+			if err != nil {
+				return exit(2, err)
+			}
+			cfg.QPS, cfg.Burst = f.qps, f.burst
+			cfg.UserAgent = "sluice-controller/" + sluiceVersion()
+			dir, err := f.engine.dir()
+			if err != nil {
+				return exit(2, err)
+			}
+			lim, err := f.engine.limits.limits()
+			if err != nil {
+				return &usageError{err}
+			}
+			err = controller.Run(cmd.Context(), controller.Options{
+				Config: cfg, CacheDir: filepath.Join(dir, "controller"), Concurrent: f.concurrent, RegistryRPS: f.registryRPS,
+				Insecure: f.engine.insecure, Limits: lim, AllowLocalRepos: f.allowLocal, AllowBuilders: f.allowBuilders,
+				WatchLabelSelector: f.selector, LeaderElection: f.leaderElect, LeaderElectionNamespace: f.leaderNS, LeaderElectionID: f.leaderID,
+				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, Log: log,
+			})
+			if err != nil && cmd.Context().Err() == nil {
+				return exit(1, err)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	f.kube.addConnection(fl)
+	f.engine.addCache(fl)
+	fl.IntVar(&f.concurrent, "concurrent", 4, "renders (and batches, and Image builds) at once")
+	fl.Float64Var(&f.registryRPS, "registry-rps", 20, "requests per second to each registry host (a 429's Retry-After is always obeyed)")
+	fl.BoolVar(&f.allowBuilders, "allow-builders", false, "let Images run their external builders (spec.builder) inside the controller")
+	fl.BoolVar(&f.allowLocal, "allow-local-repos", false, "let resources name repositories on the controller's disk (absolute paths, file://): for trying it on your own machine only")
+	fl.StringVar(&f.selector, "watch-label-selector", "", "reconcile only the resources this label selector matches (a shard)")
+	fl.BoolVar(&f.leaderElect, "enable-leader-election", false, "elect one replica to reconcile, through a Lease")
+	fl.StringVar(&f.leaderNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's, or default out of cluster)")
+	fl.StringVar(&f.leaderID, "leader-election-id", "", "name of the Lease (default: sluice-controller, with a suffix per --watch-label-selector)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", ":8080", "where Prometheus metrics are served (0: nowhere)")
+	fl.StringVar(&f.healthAddr, "health-addr", ":9440", "where /healthz and /readyz are served (0: nowhere)")
+	fl.StringVar(&f.hookAddr, "hook-addr", ":9292", "where webhook receivers (/hook/NAMESPACE/NAME) are served (0: nowhere)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logEncoding, "log-encoding", "json", "json or text")
+	fl.Float32Var(&f.qps, "kube-api-qps", 100, "requests per second to the API server")
+	fl.IntVar(&f.burst, "kube-api-burst", 300, "burst of requests to the API server")
+	return cmd
+}
+
+// logger is the structured logger the flags ask for, on stderr.
+func (f *serveFlags) logger(s Streams) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: expected debug, info, warn or error", f.logLevel)
+	}
+	o := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(f.logEncoding) {
+	case "json":
+		return slog.New(slog.NewJSONHandler(s.Err, o)), nil
+	case "text", "console":
+		return slog.New(slog.NewTextHandler(s.Err, o)), nil
+	}
+	return nil, errors.New("--log-encoding: expected json or text")
+}

@@ -1,0 +1,173 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/hydrate"
+	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/source"
+)
+
+// job is one ManifestSync waiting for its batch.
+type job struct {
+	ms       config.ManifestSync
+	src, dst *source.Credentials
+	reg      *regClient
+	// notBefore, when set, asks for what the remotes hold since then.
+	notBefore time.Time
+	done      chan batchResult
+}
+
+type batchResult struct {
+	res hydrate.Result
+	err error // the batch could not run
+}
+
+// batcher hydrates ManifestSyncs in batches, one destination branch at a
+// time: the syncs of a branch that come due together are checked
+// together (sharing each clone and tag look-up) and land as one commit,
+// however many changed. A branch has one batch running at most; syncs
+// arriving meanwhile wait for the next. Batches of different branches run
+// side by side, as many as slots allows.
+type batcher struct {
+	ctx    context.Context
+	base   hydrate.Options
+	slots  chan struct{}
+	window time.Duration
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	queues map[string][]*job // branch key → jobs waiting; present while a runner lives
+}
+
+func newBatcher(ctx context.Context, e *engines, concurrent int, log *slog.Logger) *batcher {
+	return &batcher{
+		ctx: ctx,
+		base: hydrate.Options{
+			Cache: e.cache, Registry: e.registry("anonymous", nil).reg, Limits: e.limits,
+			RenderSlots: make(chan struct{}, concurrent), Parallel: concurrent,
+			Log: log,
+		},
+		slots:  make(chan struct{}, concurrent),
+		window: 100 * time.Millisecond,
+		log:    log,
+		queues: map[string][]*job{},
+	}
+}
+
+// branchKey names the destination branch a sync writes (and the
+// credentials it writes with: another Secret is another clone).
+func branchKey(ms config.ManifestSync, dst *source.Credentials) string {
+	d := ms.Spec.Destination
+	key := d.Repo
+	if loc, err := source.ParseLocation(d.Repo, ms.Origin.Dir); err == nil {
+		key = loc.Key()
+	}
+	key += "\x00" + d.Branch
+	if dst != nil {
+		key += "\x00" + dst.Scope
+	}
+	return key
+}
+
+// submit queues j and waits for its result.
+func (b *batcher) submit(ctx context.Context, j *job) (hydrate.Result, error) {
+	j.done = make(chan batchResult, 1)
+	key := branchKey(j.ms, j.dst)
+	b.mu.Lock()
+	waiting, running := b.queues[key]
+	b.queues[key] = append(waiting, j)
+	b.mu.Unlock()
+	if !running {
+		go b.run(key)
+	}
+	select {
+	case r := <-j.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return hydrate.Result{}, ctx.Err()
+	}
+}
+
+// run hydrates the batches of one branch until none is waiting.
+func (b *batcher) run(key string) {
+	for {
+		// Syncs due together arrive over a few milliseconds (the
+		// reconcilers each read their resource first): gather them.
+		select {
+		case <-time.After(b.window):
+		case <-b.ctx.Done():
+		}
+		b.mu.Lock()
+		jobs := b.queues[key]
+		if len(jobs) == 0 {
+			delete(b.queues, key)
+			b.mu.Unlock()
+			return
+		}
+		b.queues[key] = jobs[:0:0]
+		b.mu.Unlock()
+		select {
+		case b.slots <- struct{}{}:
+			b.hydrate(jobs)
+			<-b.slots
+		case <-b.ctx.Done():
+			for _, j := range jobs {
+				j.done <- batchResult{err: b.ctx.Err()}
+			}
+		}
+	}
+}
+
+// hydrate runs one batch.
+func (b *batcher) hydrate(jobs []*job) {
+	start := time.Now()
+	by := make(map[*v1alpha1.ManifestSync]*job, len(jobs))
+	syncs := make([]config.ManifestSync, len(jobs))
+	for i, j := range jobs {
+		syncs[i] = j.ms
+		by[j.ms.ManifestSync] = j
+	}
+	o := b.base
+	o.Credentials = func(ms config.ManifestSync) (*source.Credentials, *source.Credentials) {
+		j := by[ms.ManifestSync]
+		return j.src, j.dst
+	}
+	o.RegistryFor = func(ms config.ManifestSync) *registry.Client { return by[ms.ManifestSync].reg.reg }
+	o.ChartsFor = func(ms config.ManifestSync) *render.Charts { return by[ms.ManifestSync].reg.charts }
+	o.SyncContext = func(ctx context.Context, ms config.ManifestSync) context.Context {
+		if t := by[ms.ManifestSync].notBefore; !t.IsZero() {
+			ctx = source.ContextWithNotBefore(ctx, t)
+			ctx = registry.ContextWithNotBefore(ctx, t)
+		}
+		return ctx
+	}
+	rep, err := hydrate.Run(b.ctx, syncs, o)
+	batchDuration.Observe(time.Since(start).Seconds())
+	batchSize.Observe(float64(len(jobs)))
+	committed := false
+	for i, j := range jobs {
+		var r batchResult
+		if err != nil {
+			r.err = err
+		} else {
+			r.res = rep.Results[i]
+			syncResults.WithLabelValues(string(r.res.Result)).Inc()
+			if r.res.Rendered {
+				renders.Inc()
+			}
+			committed = committed || r.res.Result == hydrate.Committed
+		}
+		j.done <- r
+	}
+	if committed {
+		commits.Inc()
+	}
+	b.log.Debug("batch", "syncs", len(jobs), "elapsed", time.Since(start), "committed", committed)
+}

@@ -1,0 +1,139 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/source"
+)
+
+// Keys of a git credentials Secret, as Flux's GitRepository reads them.
+const (
+	keyUsername    = "username"
+	keyPassword    = "password"
+	keyBearerToken = "bearerToken"
+	keyIdentity    = "identity"
+	keyKnownHosts  = "known_hosts"
+	keyPassphrase  = "password" // of an encrypted identity
+)
+
+// secrets reads the Secrets resources name, straight from the API server
+// (the controller watches no Secret: it may only get those named), each
+// remembered for a short while so that the syncs of one batch sharing a
+// Secret read it once.
+type secrets struct {
+	reader client.Reader
+	ttl    time.Duration
+
+	mu   sync.Mutex
+	read map[client.ObjectKey]readSecret
+}
+
+type readSecret struct {
+	sec *corev1.Secret
+	at  time.Time
+}
+
+func newSecrets(r client.Reader) *secrets {
+	return &secrets{reader: r, ttl: 30 * time.Second, read: map[client.ObjectKey]readSecret{}}
+}
+
+func (s *secrets) get(ctx context.Context, namespace string, ref *v1alpha1.SecretRef) (*corev1.Secret, error) {
+	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
+	s.mu.Lock()
+	r, ok := s.read[key]
+	s.mu.Unlock()
+	if !ok || time.Since(r.at) > s.ttl {
+		r = readSecret{sec: &corev1.Secret{}, at: time.Now()}
+		if err := s.reader.Get(ctx, key, r.sec); err != nil {
+			// Not remembered: a Secret created next is read at once.
+			return nil, fmt.Errorf("Secret %s/%s: %w", namespace, ref.Name, err)
+		}
+		s.mu.Lock()
+		if len(s.read) > 10_000 {
+			clear(s.read)
+		}
+		s.read[key] = r
+		s.mu.Unlock()
+	}
+	return r.sec, nil
+}
+
+// git reads a git credentials Secret. nil ref: none (anonymous, and clones
+// kept apart from those of any Secret).
+func (s *secrets) git(ctx context.Context, namespace string, ref *v1alpha1.SecretRef) (*source.Credentials, error) {
+	if ref == nil {
+		return &source.Credentials{Scope: "anonymous"}, nil
+	}
+	sec, err := s.get(ctx, namespace, ref)
+	if err != nil {
+		return nil, err
+	}
+	d := sec.Data
+	a := source.Auth{Username: string(d[keyUsername]), Password: string(d[keyPassword])}
+	if tok := d[keyBearerToken]; len(tok) > 0 {
+		a.Password = string(tok)
+		if a.Username == "" {
+			a.Username = "x-access-token"
+		}
+	}
+	if id := d[keyIdentity]; len(id) > 0 {
+		a.SSHKey, a.SSHKeyPassphrase = id, string(d[keyPassphrase])
+		a.KnownHostsData = d[keyKnownHosts]
+		if a.KnownHostsData == nil {
+			return nil, fmt.Errorf("Secret %s/%s: an ssh identity needs known_hosts beside it: the controller checks every host key", namespace, ref.Name)
+		}
+		a.Password = ""
+	}
+	// Clones are kept apart per Secret, not per version of it: a rotated
+	// token goes on fetching into the same clone.
+	return &source.Credentials{Auth: a, Scope: namespace + "/" + ref.Name}, nil
+}
+
+// registry reads a kubernetes.io/dockerconfigjson Secret into a keychain,
+// and names it for the clients that share it.
+func (s *secrets) registry(ctx context.Context, namespace string, ref *v1alpha1.SecretRef) (authn.Keychain, string, error) {
+	if ref == nil {
+		return authn.NewMultiKeychain(), "anonymous", nil
+	}
+	sec, err := s.get(ctx, namespace, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	data, ok := sec.Data[corev1.DockerConfigJsonKey]
+	if !ok {
+		return nil, "", fmt.Errorf("Secret %s/%s: no %s: a registry Secret is of type %s", namespace, ref.Name, corev1.DockerConfigJsonKey, corev1.SecretTypeDockerConfigJson)
+	}
+	var cfg struct {
+		Auths map[string]authn.AuthConfig `json:"auths"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return nil, "", fmt.Errorf("Secret %s/%s: %s: %w", namespace, ref.Name, corev1.DockerConfigJsonKey, err)
+	}
+	return dockerConfig(cfg.Auths), fmt.Sprintf("%s/%s@%s", namespace, ref.Name, sec.ResourceVersion), nil
+}
+
+// dockerConfig is a keychain of a docker config's auths, by registry
+// host ("https://index.docker.io/v1/" is Docker Hub's).
+type dockerConfig map[string]authn.AuthConfig
+
+func (d dockerConfig) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	host := r.RegistryStr()
+	for k, v := range d {
+		k = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(k, "https://"), "http://"), "/")
+		k, _, _ = strings.Cut(k, "/")
+		if k == host || host == "index.docker.io" && k == "index.docker.io" {
+			return authn.FromConfig(v), nil
+		}
+	}
+	return authn.Anonymous, nil
+}

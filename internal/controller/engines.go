@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+
+	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/source"
+)
+
+// engines are what every reconcile shares: one clone per repository (and
+// per Secret that reads it), one registry client per set of registry
+// credentials, all of them under one per-host rate limit.
+type engines struct {
+	cache    *source.Cache
+	limiter  *registry.Limiter
+	insecure []string
+	chartDir string
+	limits   render.Limits
+
+	mu      sync.Mutex
+	clients map[string]*regClient
+}
+
+// regClient is the registry client (and chart fetcher) of one identity:
+// "anonymous", or a Secret ("namespace/name@resourceVersion": a rotated
+// Secret gets a new client, the old one is dropped once unused).
+type regClient struct {
+	reg    *registry.Client
+	charts *render.Charts
+	used   time.Time
+}
+
+func newEngines(dir string, rps float64, insecure []string, limits render.Limits) *engines {
+	return &engines{
+		// Clones are fetched per the syncs' intervals (and at once when a
+		// webhook or a person asks): never by the Cache's own age.
+		cache:    source.NewCache(filepath.Join(dir, "git"), source.WithObserver(observeGit), source.WithFetchHook(render.Warm)),
+		limiter:  registry.NewLimiter(rps, observeRegistry),
+		insecure: insecure,
+		chartDir: filepath.Join(dir, "charts"),
+		limits:   limits,
+		clients:  map[string]*regClient{},
+	}
+}
+
+// unusedFor is how long a registry client of a Secret is kept unused.
+const unusedFor = time.Hour
+
+// registry is the client of one identity, made on first use.
+func (e *engines) registry(identity string, kc authn.Keychain) *regClient {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	c, ok := e.clients[identity]
+	if !ok {
+		opts := []registry.Option{registry.WithLimiter(e.limiter), registry.WithInsecure(e.insecure...)}
+		if kc != nil {
+			opts = append(opts, registry.WithKeychain(kc))
+		}
+		reg := registry.New(opts...)
+		c = &regClient{reg: reg, charts: &render.Charts{Registry: reg, CacheDir: e.chartDir}}
+		e.clients[identity] = c
+		for id, old := range e.clients {
+			if now.Sub(old.used) > unusedFor {
+				delete(e.clients, id)
+			}
+		}
+	}
+	c.used = now
+	return c
+}
+
+// forget drops what every client remembers of a tag: a registry said it
+// moved.
+func (e *engines) forget(ref string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.clients {
+		c.reg.Forget(ref)
+	}
+}

@@ -1,0 +1,282 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/render"
+)
+
+// Options configure the controller.
+type Options struct {
+	// Config reaches the API server. Required.
+	Config *rest.Config
+	// CacheDir keeps the clones and charts. Required.
+	CacheDir string
+	// Concurrent bounds the renders (and the batches, and the Image
+	// builds) running at once; the default is 4.
+	Concurrent int
+	// RegistryRPS bounds the requests per second to each registry host;
+	// the default is 20.
+	RegistryRPS float64
+	// Insecure are registry hosts reached over plain HTTP.
+	Insecure []string
+	// Limits bound each render (render.DefaultLimits for zero fields).
+	Limits render.Limits
+	// AllowLocalRepos lets resources name repositories on the controller's
+	// disk (absolute paths, file://): for trying the controller on one's
+	// own machine only.
+	AllowLocalRepos bool
+	// AllowBuilders lets Images run their external builders (spec.builder)
+	// inside the controller.
+	AllowBuilders bool
+	// WatchLabelSelector shards: only the resources it selects are
+	// reconciled by this controller ("sharding.sluice.dev/key in (a)").
+	WatchLabelSelector string
+	// LeaderElection makes only one replica reconcile at a time (the
+	// others wait on a Lease), in LeaderElectionNamespace (default: the
+	// pod's, or "default" out of cluster), under LeaderElectionID
+	// (default: sluice-controller, with a suffix per shard).
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+	// MetricsAddr, ProbeAddr and HookAddr are where the metrics, the
+	// /healthz and /readyz probes and the webhook receivers are served
+	// ("0" turns one off).
+	MetricsAddr, ProbeAddr, HookAddr string
+	// Log receives the controller's structured logs; the default discards
+	// them.
+	Log *slog.Logger
+	// Now is the clock locks expire by; the default is time.Now.
+	Now func() time.Time
+	// Ready, if set, is called with the addresses served once the
+	// controller runs (for tests and `sluice dev cluster --serve`).
+	Ready func(Addrs)
+}
+
+// Addrs are the addresses a running controller serves.
+type Addrs struct {
+	Hook, Metrics, Probe string
+}
+
+// Scheme holds the kinds the controller reads.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	clientgoscheme.AddToScheme(s)
+	v1alpha1.AddToScheme(s)
+	return s
+}
+
+// Run runs the controller until ctx ends (or, with leader election, until
+// this replica loses the lease).
+func Run(ctx context.Context, o Options) error {
+	if o.Config == nil || o.CacheDir == "" {
+		return errors.New("controller: Config and CacheDir are required")
+	}
+	if o.Concurrent <= 0 {
+		o.Concurrent = 4
+	}
+	if o.RegistryRPS == 0 {
+		o.RegistryRPS = 20
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(o.Log.Handler()))
+	cacheOpts := cache.Options{}
+	if o.WatchLabelSelector != "" {
+		sel, err := labels.Parse(o.WatchLabelSelector)
+		if err != nil {
+			return fmt.Errorf("--watch-label-selector %q: %w", o.WatchLabelSelector, err)
+		}
+		cacheOpts.DefaultLabelSelector = sel
+	}
+	if o.LeaderElection {
+		if o.LeaderElectionID == "" {
+			o.LeaderElectionID = "sluice-controller"
+			if o.WatchLabelSelector != "" {
+				// Each shard elects its own leader.
+				sum := sha256.Sum256([]byte(o.WatchLabelSelector))
+				o.LeaderElectionID += "-" + hex.EncodeToString(sum[:4])
+			}
+		}
+		if o.LeaderElectionNamespace == "" {
+			o.LeaderElectionNamespace = podNamespace()
+		}
+	}
+	listeners := map[string]net.Listener{}
+	for name, addr := range map[string]string{"metrics": o.MetricsAddr, "probe": o.ProbeAddr, "hook": o.HookAddr} {
+		if addr == "0" || addr == "" {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return fmt.Errorf("listening for %s on %s: %w", name, addr, err)
+		}
+		listeners[name] = l
+	}
+	addr := func(name string) string {
+		if l, ok := listeners[name]; ok {
+			return l.Addr().String()
+		}
+		return ""
+	}
+
+	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
+		Scheme:                        Scheme(),
+		Logger:                        logr.FromSlogHandler(o.Log.Handler()),
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return err
+	}
+	if l, ok := listeners["metrics"]; ok {
+		if err := mgr.Add(&httpServer{name: "metrics", l: l, h: metricsHandler()}); err != nil {
+			return err
+		}
+	}
+	if l, ok := listeners["probe"]; ok {
+		if err := mgr.Add(&httpServer{name: "probes", l: l, h: probes(mgr)}); err != nil {
+			return err
+		}
+	}
+	if err := addIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	eng := newEngines(o.CacheDir, o.RegistryRPS, o.Insecure, o.Limits)
+	sec := newSecrets(mgr.GetAPIReader())
+	rec := mgr.GetEventRecorder("sluice-controller")
+	batch := newBatcher(ctx, eng, o.Concurrent, o.Log)
+	if l, ok := listeners["hook"]; ok {
+		h := &hooks{client: mgr.GetClient(), secrets: sec, log: o.Log, now: o.Now}
+		mux := http.NewServeMux()
+		mux.Handle(hookPrefix, h)
+		if err := mgr.Add(&httpServer{name: "webhooks", l: l, h: mux}); err != nil {
+			return err
+		}
+	}
+	// A status write is no reason to reconcile; a new generation, a
+	// reconcile request and a deletion are.
+	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+	msr := &ManifestSyncReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, batch: batch, events: rec,
+		log: o.Log, allowLocal: o.AllowLocalRepos, now: o.Now, failures: map[types.NamespacedName]int{}}
+	// Many syncs wait on their batch at once: the batches, not the
+	// workers, bound the work.
+	if err := ctrl.NewControllerManagedBy(mgr).Named("manifestsync").For(&v1alpha1.ManifestSync{}, changed).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 512}).Complete(msr); err != nil {
+		return err
+	}
+	ir := &ImageReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, events: rec, log: o.Log,
+		allowLocal: o.AllowLocalRepos, allowBuilders: o.AllowBuilders, now: o.Now, failures: map[types.NamespacedName]int{}}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("image").For(&v1alpha1.Image{}, changed).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrent}).Complete(ir); err != nil {
+		return err
+	}
+	base := batch.base
+	rcr := &RepoConfigReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, base: base, events: rec, log: o.Log,
+		allowLocal: o.AllowLocalRepos, allowBuilders: o.AllowBuilders, now: o.Now, failures: map[types.NamespacedName]int{}}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("repoconfig").For(&v1alpha1.RepoConfig{}, changed).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrent}).Complete(rcr); err != nil {
+		return err
+	}
+	o.Log.Info("starting", "concurrent", o.Concurrent, "registryRPS", o.RegistryRPS, "watchLabelSelector", o.WatchLabelSelector,
+		"leaderElection", o.LeaderElection, "hook", addr("hook"), "metrics", addr("metrics"), "probe", addr("probe"))
+	if o.Ready != nil {
+		o.Ready(Addrs{Hook: addr("hook"), Metrics: addr("metrics"), Probe: addr("probe")})
+	}
+	return mgr.Start(ctx)
+}
+
+// podNamespace is the namespace this pod runs in, or "default" out of a
+// cluster.
+func podNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		return strings.TrimSpace(string(data))
+	}
+	return "default"
+}
+
+// probes serves /healthz (the process answers) and /readyz (its caches are
+// in sync).
+func probes(mgr manager.Manager) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
+	mux.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{
+		"informers": func(req *http.Request) error {
+			ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+			defer cancel()
+			if !mgr.GetCache().WaitForCacheSync(ctx) {
+				return errors.New("the caches are not in sync yet")
+			}
+			return nil
+		},
+	}}))
+	return mux
+}
+
+// httpServer serves a handler on every replica (leader or not) for as long
+// as the manager runs.
+type httpServer struct {
+	name string
+	l    net.Listener
+	h    http.Handler
+}
+
+func (s *httpServer) NeedLeaderElection() bool { return false }
+
+func (s *httpServer) Start(ctx context.Context) error {
+	srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(s.l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("%s server: %w", s.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,346 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/destination"
+	"sluice.dev/sluice/internal/hydrate"
+	"sluice.dev/sluice/internal/source"
+)
+
+// pruneFinalizer holds a ManifestSync with spec.prune until its folder is
+// removed from the destination branch.
+const pruneFinalizer = "sluice.dev/prune"
+
+// ManifestSyncReconciler hydrates ManifestSyncs.
+type ManifestSyncReconciler struct {
+	client.Client
+	secrets    *secrets
+	engines    *engines
+	batch      *batcher
+	events     events.EventRecorder
+	log        *slog.Logger
+	allowLocal bool
+	now        func() time.Time
+
+	mu       sync.Mutex
+	failures map[types.NamespacedName]int
+}
+
+// +kubebuilder:rbac:groups=sluice.dev,resources=manifestsyncs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sluice.dev,resources=manifestsyncs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sluice.dev,resources=manifestsyncs/finalizers,verbs=update
+
+// Reconcile hydrates one ManifestSync: through the batch of its
+// destination branch, which checks its source and tags (shared with every
+// sync that reads them, at most once per interval) and renders and
+// commits it only when they changed.
+func (r *ManifestSyncReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := &v1alpha1.ManifestSync{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log := r.log.With("manifestsync", req.String())
+	if !obj.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, obj, log)
+	}
+	// The finalizer is there exactly while spec.prune asks for it.
+	if obj.Spec.Prune != controllerutil.ContainsFinalizer(obj, pruneFinalizer) {
+		orig := obj.DeepCopy()
+		if obj.Spec.Prune {
+			controllerutil.AddFinalizer(obj, pruneFinalizer)
+		} else {
+			controllerutil.RemoveFinalizer(obj, pruneFinalizer)
+		}
+		if err := r.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if obj.Spec.Suspend {
+		log.Debug("suspended")
+		return ctrl.Result{}, r.patchStatus(ctx, obj, func(st *v1alpha1.ManifestSyncStatus) {
+			if st.ObservedGeneration != obj.Generation {
+				settle(obj, &st.ReconcileStatus, metav1.ConditionFalse, v1alpha1.ReasonSuspended, "suspended: spec.suspend is set")
+			}
+		})
+	}
+	interval := intervalOf(obj.Spec.Interval)
+	ms, err := r.toConfig(obj)
+	if err != nil {
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalid, "Validate", "%s", err)
+		return ctrl.Result{}, r.patchStatus(ctx, obj, func(st *v1alpha1.ManifestSyncStatus) {
+			settle(obj, &st.ReconcileStatus, metav1.ConditionFalse, v1alpha1.ReasonInvalid, err.Error())
+		})
+	}
+	if obj.Status.ObservedGeneration != obj.Generation {
+		if err := r.patchStatus(ctx, obj, func(st *v1alpha1.ManifestSyncStatus) { progressing(obj, &st.ReconcileStatus) }); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	j := &job{ms: ms}
+	if t, ok := requestedAt(obj, &obj.Status.ReconcileStatus, r.now()); ok {
+		j.notBefore = t
+	}
+	res, err := r.credentials(ctx, obj, j)
+	if err == nil {
+		res, err = r.batch.submit(ctx, j)
+		if err == nil {
+			err = res.Err
+		}
+	}
+	return r.record(ctx, obj, res, err, interval, log)
+}
+
+// credentials reads the Secrets the sync names into j.
+func (r *ManifestSyncReconciler) credentials(ctx context.Context, obj *v1alpha1.ManifestSync, j *job) (hydrate.Result, error) {
+	var err error
+	spec := j.ms.Spec
+	if j.src, err = r.secrets.git(ctx, obj.Namespace, spec.Source.SecretRef); err != nil {
+		return hydrate.Result{}, err
+	}
+	dstRef := spec.Destination.SecretRef
+	if dstRef == nil && spec.Destination.Repo == spec.Source.Repo {
+		dstRef = spec.Source.SecretRef // the same repository, the same Secret
+	}
+	if j.dst, err = r.secrets.git(ctx, obj.Namespace, dstRef); err != nil {
+		return hydrate.Result{}, err
+	}
+	kc, id, err := r.secrets.registry(ctx, obj.Namespace, spec.RegistrySecretRef)
+	if err != nil {
+		return hydrate.Result{}, err
+	}
+	j.reg = r.engines.registry(id, kc)
+	return hydrate.Result{}, nil
+}
+
+// record writes what a reconcile did into the status, with an Event for a
+// commit, a lock or a failure, and says when to come back.
+func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.ManifestSync, res hydrate.Result, err error, interval time.Duration, log *slog.Logger) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(obj)
+	if err != nil && ctx.Err() != nil {
+		return ctrl.Result{}, ctx.Err() // shutting down: the next leader redoes it
+	}
+	r.mu.Lock()
+	if err != nil {
+		r.failures[key]++
+	} else {
+		delete(r.failures, key)
+	}
+	failures := r.failures[key]
+	r.mu.Unlock()
+
+	after := interval
+	var reason, msg string
+	ready := metav1.ConditionTrue
+	switch {
+	case err != nil:
+		ready, reason, msg = metav1.ConditionFalse, v1alpha1.ReasonFailed, oneLine(err)
+		after = backoff(failures, interval)
+		log.Error("hydrating failed", "error", msg, "retry", after)
+	case res.Result == hydrate.Locked:
+		l := res.Lock
+		ready, reason = metav1.ConditionFalse, v1alpha1.ReasonLocked
+		msg = fmt.Sprintf("locked by %s's takeover until %s: the controller leaves the folder alone until then", l.Owner, l.Expires)
+		if exp, perr := time.Parse(time.RFC3339, l.Expires); perr == nil {
+			if left := exp.Sub(r.now()); left > 0 && left < after {
+				after = left + time.Second // the lock ends on time, with no command
+			}
+		}
+	case res.Result == hydrate.Committed:
+		reason, msg = v1alpha1.ReasonSucceeded, fmt.Sprintf("committed %s to %s", short(res.Commit), res.Branch)
+	default:
+		reason, msg = v1alpha1.ReasonSucceeded, fmt.Sprintf("up to date at %s on %s", short(res.Commit), res.Branch)
+	}
+	prevReason := ""
+	if c := readyCondition(obj.Status.Conditions); c != nil {
+		prevReason = c.Reason
+	}
+	err = r.patchStatus(ctx, obj, func(st *v1alpha1.ManifestSyncStatus) {
+		settle(obj, &st.ReconcileStatus, ready, reason, msg)
+		if err != nil {
+			return // what was last done stays as it was
+		}
+		c := obj.DeepCopy()
+		c.Default()
+		d := c.Spec.Destination
+		st.Destination = &v1alpha1.DestinationStatus{Repo: source.Redact(d.Repo), Branch: res.Branch, Path: d.Path, Commit: res.Commit}
+		if res.Revision != nil {
+			rev := *res.Revision
+			rev.Repo = source.Redact(rev.Repo)
+			st.Source = &rev
+		}
+		st.Images = res.Images
+		st.Lock = res.Lock
+	})
+	switch {
+	case reason == v1alpha1.ReasonFailed:
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Hydrate", "%s", msg)
+	case res.Result == hydrate.Committed:
+		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Committed", "Hydrate", "%s", msg)
+	case reason == v1alpha1.ReasonLocked && prevReason != v1alpha1.ReasonLocked:
+		r.events.Eventf(obj, nil, corev1.EventTypeNormal, reason, "Hydrate", "%s", msg)
+	case reason == v1alpha1.ReasonSucceeded && prevReason == v1alpha1.ReasonLocked:
+		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Unlocked", "Hydrate", "the takeover lock ended: %s", msg)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// finalize removes the folder of a deleted sync with spec.prune, then lets
+// it go.
+func (r *ManifestSyncReconciler) finalize(ctx context.Context, obj *v1alpha1.ManifestSync, log *slog.Logger) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(obj, pruneFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	if err := r.prune(ctx, obj); err != nil {
+		msg := oneLine(err)
+		log.Error("pruning failed", "error", msg)
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, v1alpha1.ReasonFailed, "Prune", "removing the folder: %s", msg)
+		return ctrl.Result{RequeueAfter: backoff(2, time.Minute)}, nil
+	}
+	orig := obj.DeepCopy()
+	controllerutil.RemoveFinalizer(obj, pruneFinalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, obj, client.MergeFrom(orig)))
+}
+
+// prune commits the removal of the sync's folder, if the folder is still
+// the sync's (its provenance names it) and no takeover holds it.
+func (r *ManifestSyncReconciler) prune(ctx context.Context, obj *v1alpha1.ManifestSync) error {
+	ms, err := r.toConfig(obj)
+	if err != nil {
+		return nil // it never wrote anything
+	}
+	j := &job{ms: ms}
+	if _, err := r.credentials(ctx, obj, j); err != nil {
+		return err
+	}
+	d := ms.Spec.Destination
+	if d.Mode == v1alpha1.ModeBranch {
+		return nil // review branches are the forge's to close
+	}
+	loc, err := source.ParseLocation(d.Repo, "")
+	if err != nil {
+		return err
+	}
+	repo, err := r.engines.cache.Open(source.ContextWithNotBefore(ctx, r.now()), loc, source.OpenOptions{Credentials: j.dst})
+	if err != nil {
+		return err
+	}
+	b, err := destination.Open(repo, d.Branch)
+	if err != nil || !b.Exists() {
+		return err
+	}
+	prov, err := hydrate.ReadProvenance(b, d.Path)
+	if err != nil || prov == nil {
+		return err // nothing there, or not Sluice's
+	}
+	if prov.Sync != obj.Name || (prov.Namespace != "" && prov.Namespace != obj.Namespace) {
+		return nil // another sync's folder now
+	}
+	if t := prov.Takeover; t != nil {
+		if exp, err := time.Parse(time.RFC3339, t.Expires); err != nil || exp.After(r.now()) {
+			return fmt.Errorf("%s's takeover holds %s until %s", t.Owner, d.Path, t.Expires)
+		}
+	}
+	_, err = destination.Write(ctx, repo, d.Branch, []destination.Change{{Path: d.Path}}, destination.WriteOptions{
+		Message: fmt.Sprintf("sluice: remove %s (ManifestSync %s/%s deleted, spec.prune)", d.Path, obj.Namespace, obj.Name),
+	})
+	if errors.Is(err, destination.ErrNoChange) {
+		return nil
+	}
+	return err
+}
+
+// toConfig is the sync as the engines take it: defaulted and validated
+// as a file would be, and refusing what a controller must not read.
+func (r *ManifestSyncReconciler) toConfig(obj *v1alpha1.ManifestSync) (config.ManifestSync, error) {
+	c := obj.DeepCopy()
+	c.Default()
+	if errs := c.Validate(); len(errs) > 0 {
+		return config.ManifestSync{}, errs.ToAggregate()
+	}
+	for field, repo := range map[string]string{"spec.source.repo": c.Spec.Source.Repo, "spec.destination.repo": c.Spec.Destination.Repo} {
+		if err := remoteOnly(field, repo, r.allowLocal); err != nil {
+			return config.ManifestSync{}, err
+		}
+	}
+	return config.ManifestSync{ManifestSync: c, Origin: config.Origin{File: "ManifestSync " + obj.Namespace + "/" + obj.Name}}, nil
+}
+
+// remoteOnly refuses a repository on the controller's own disk: a
+// resource anybody may create must not read the controller's files.
+func remoteOnly(field, repo string, allowLocal bool) error {
+	loc, err := source.ParseLocation(repo, "/")
+	if err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	if !loc.IsLocal() {
+		return nil
+	}
+	if allowLocal && (strings.HasPrefix(repo, "file://") || strings.HasPrefix(repo, "/")) {
+		return nil
+	}
+	return fmt.Errorf("%s: %q is a path on the controller's disk: the controller reads remote repositories only (https, ssh)", field, repo)
+}
+
+// patchStatus applies f to the status and patches it when that changed
+// anything.
+func (r *ManifestSyncReconciler) patchStatus(ctx context.Context, obj *v1alpha1.ManifestSync, f func(*v1alpha1.ManifestSyncStatus)) error {
+	return patchStatus(ctx, r.Client, obj, func() { f(&obj.Status) })
+}
+
+// patchStatus applies f (which changes obj's status) and patches the
+// status when that changed anything.
+func patchStatus[T client.Object](ctx context.Context, c client.Client, obj T, f func()) error {
+	orig := obj.DeepCopyObject().(client.Object)
+	f()
+	if equality.Semantic.DeepEqual(orig, client.Object(obj)) {
+		return nil
+	}
+	err := c.Status().Patch(ctx, obj, client.MergeFrom(orig))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func readyCondition(cs []metav1.Condition) *metav1.Condition {
+	for i := range cs {
+		if cs[i].Type == v1alpha1.ConditionReady {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// oneLine is an error as one line of a status message.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(source.Redact(err.Error())), " ")
+}

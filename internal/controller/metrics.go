@@ -1,0 +1,72 @@
+package controller
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Sluice's own metrics, beside controller-runtime's (reconciles per
+// controller and result, their durations, work queue depth), served on
+// the manager's metrics address.
+var (
+	gitOps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_git_requests_total",
+		Help: "Requests to git remotes by operation: ls-remote (a ref advertisement), fetch, push.",
+	}, []string{"op"})
+	registryRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_registry_requests_total",
+		Help: "Requests to registries by host and HTTP status (0: no answer).",
+	}, []string{"host", "code"})
+	registryThrottled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_registry_throttled_total",
+		Help: "429 answers from registries, by host.",
+	}, []string{"host"})
+	syncResults = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_manifestsync_results_total",
+		Help: "What became of each ManifestSync reconciled: committed, unchanged, locked, failed.",
+	}, []string{"result"})
+	renders = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_renders_total",
+		Help: "ManifestSyncs rendered (the others were seen unchanged from their fingerprints).",
+	})
+	commits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_commits_total",
+		Help: "Commits pushed to destination branches.",
+	})
+	batchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_batch_duration_seconds",
+		Help:    "Time to hydrate one batch of ManifestSyncs of one destination branch.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
+	batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_batch_syncs",
+		Help:    "ManifestSyncs in one batch.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+	})
+	hookRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_webhook_requests_total",
+		Help: "Webhook requests by kind and outcome (accepted, unauthorized, bad request, ignored).",
+	}, []string{"kind", "outcome"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(gitOps, registryRequests, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests)
+}
+
+func observeGit(op string) { gitOps.WithLabelValues(op).Inc() }
+
+func observeRegistry(host string, status int) {
+	registryRequests.WithLabelValues(host, strconv.Itoa(status)).Inc()
+	if status == http.StatusTooManyRequests {
+		registryThrottled.WithLabelValues(host).Inc()
+	}
+}
+
+// metricsHandler serves the registry in the Prometheus text format.
+func metricsHandler() http.Handler {
+	return promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})
+}

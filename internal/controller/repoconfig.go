@@ -1,0 +1,231 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/build"
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/hydrate"
+	"sluice.dev/sluice/internal/override"
+	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/repoconfig"
+	"sluice.dev/sluice/internal/source"
+)
+
+// RepoConfigReconciler reconciles RepoConfigs: the Images and
+// ManifestSyncs found in a repository, built and hydrated as `sluice
+// hydrate` does with the RepoConfig's file, each with the Secrets of the
+// RepoConfig's namespace it names.
+type RepoConfigReconciler struct {
+	client.Client
+	secrets       *secrets
+	engines       *engines
+	base          hydrate.Options
+	events        events.EventRecorder
+	log           *slog.Logger
+	allowLocal    bool
+	allowBuilders bool
+	now           func() time.Time
+
+	mu       sync.Mutex
+	failures map[types.NamespacedName]int
+}
+
+// +kubebuilder:rbac:groups=sluice.dev,resources=repoconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sluice.dev,resources=repoconfigs/status,verbs=get;update;patch
+
+// Reconcile reads the RepoConfig's repository and reconciles what it finds.
+func (r *RepoConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := &v1alpha1.RepoConfig{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !obj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	st := &obj.Status
+	if obj.Spec.Suspend {
+		return ctrl.Result{}, patchStatus(ctx, r.Client, obj, func() {
+			if st.ObservedGeneration != obj.Generation {
+				settle(obj, &st.ReconcileStatus, metav1.ConditionFalse, v1alpha1.ReasonSuspended, "suspended: spec.suspend is set")
+			}
+		})
+	}
+	interval := intervalOf(obj.Spec.Interval)
+	rc, err := r.toConfig(obj)
+	if err != nil {
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalid, "Validate", "%s", err)
+		return ctrl.Result{}, patchStatus(ctx, r.Client, obj, func() {
+			settle(obj, &st.ReconcileStatus, metav1.ConditionFalse, v1alpha1.ReasonInvalid, err.Error())
+		})
+	}
+	if st.ObservedGeneration != obj.Generation {
+		if err := patchStatus(ctx, r.Client, obj, func() { progressing(obj, &st.ReconcileStatus) }); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	ctx = source.ContextWithMaxAge(ctx, interval)
+	ctx = registry.ContextWithMaxAge(ctx, interval)
+	if t, ok := requestedAt(obj, &st.ReconcileStatus, r.now()); ok {
+		ctx = source.ContextWithNotBefore(ctx, t)
+		ctx = registry.ContextWithNotBefore(ctx, t)
+	}
+	rep, err := r.reconcile(ctx, obj, rc)
+	if err == nil {
+		err = rep.Err()
+	}
+	key := client.ObjectKeyFromObject(obj)
+	r.mu.Lock()
+	if err != nil {
+		r.failures[key]++
+	} else {
+		delete(r.failures, key)
+	}
+	failures := r.failures[key]
+	r.mu.Unlock()
+	if err != nil && ctx.Err() != nil {
+		return ctrl.Result{}, ctx.Err()
+	}
+	after, ready, reason, msg := interval, metav1.ConditionTrue, v1alpha1.ReasonSucceeded, ""
+	if err != nil {
+		after, ready, reason, msg = backoff(failures, interval), metav1.ConditionFalse, v1alpha1.ReasonFailed, oneLine(err)
+		r.log.Error("reconciling failed", "repoconfig", req.String(), "error", msg, "retry", after)
+		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
+	}
+	err = patchStatus(ctx, r.Client, obj, func() {
+		if rep == nil {
+			settle(obj, &st.ReconcileStatus, ready, reason, msg)
+			return
+		}
+		if len(rep.Sources) > 0 {
+			st.Source = source.Redact(rep.Sources[0])
+		}
+		st.ManifestSyncs, st.Images = nil, nil
+		committed := 0
+		for _, s := range rep.Syncs {
+			st.ManifestSyncs = append(st.ManifestSyncs, v1alpha1.FoundResult{Name: s.Name, Result: string(s.Result), Commit: s.Commit, Error: s.Error})
+			if s.Result == hydrate.Committed {
+				committed++
+			}
+		}
+		built := 0
+		for _, i := range rep.Images {
+			result := "tagged"
+			if i.Built {
+				result, built = "built", built+1
+			}
+			if i.Err != nil {
+				result = "failed"
+			}
+			st.Images = append(st.Images, v1alpha1.FoundResult{Name: i.Name, Result: result, Digest: i.Digest, Error: i.Error})
+		}
+		if msg == "" {
+			msg = fmt.Sprintf("%d ManifestSyncs (%d committed), %d Images (%d built)", len(rep.Syncs), committed, len(rep.Images), built)
+			if committed+built > 0 {
+				r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Reconciled", "Reconcile", "%s", msg)
+			}
+		}
+		settle(obj, &st.ReconcileStatus, ready, reason, msg)
+	})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// reconcile loads what the repository holds and builds and hydrates it.
+func (r *RepoConfigReconciler) reconcile(ctx context.Context, obj *v1alpha1.RepoConfig, rc config.RepoConfig) (*repoconfig.Report, error) {
+	own, err := r.secrets.git(ctx, obj.Namespace, rc.Spec.SecretRef)
+	if err != nil {
+		return nil, err
+	}
+	loaded, err := repoconfig.LoadSet(ctx, r.engines.cache, &config.Set{RepoConfigs: []config.RepoConfig{rc}}, override.Set{}, func(config.RepoConfig) *source.Credentials { return own })
+	if err != nil {
+		return nil, err
+	}
+	// What was found is of this namespace: its Secrets, its provenance.
+	type syncCreds struct {
+		src, dst *source.Credentials
+		reg      *regClient
+	}
+	syncs := map[*v1alpha1.ManifestSync]syncCreds{}
+	for i := range loaded.Set.ManifestSyncs {
+		ms := loaded.Set.ManifestSyncs[i]
+		ms.Namespace = obj.Namespace
+		j := &job{ms: ms}
+		if _, err := (&ManifestSyncReconciler{secrets: r.secrets, engines: r.engines}).credentials(ctx, ms.ManifestSync, j); err != nil {
+			return nil, fmt.Errorf("ManifestSync %s: %w", ms.Name, err)
+		}
+		syncs[ms.ManifestSync] = syncCreds{j.src, j.dst, j.reg}
+	}
+	images := map[*v1alpha1.Image][]*source.Credentials{}
+	imageRegs := map[*v1alpha1.Image]*regClient{}
+	for _, img := range loaded.Set.Images {
+		img.Namespace = obj.Namespace
+		for _, s := range img.Spec.Source {
+			c, err := r.secrets.git(ctx, obj.Namespace, s.SecretRef)
+			if err != nil {
+				return nil, fmt.Errorf("Image %s: %w", img.Name, err)
+			}
+			images[img.Image] = append(images[img.Image], c)
+		}
+		kc, id, err := r.secrets.registry(ctx, obj.Namespace, img.Spec.RegistrySecretRef)
+		if err != nil {
+			return nil, fmt.Errorf("Image %s: %w", img.Name, err)
+		}
+		imageRegs[img.Image] = r.engines.registry(id, kc)
+	}
+	h := r.base
+	h.Credentials = func(ms config.ManifestSync) (*source.Credentials, *source.Credentials) {
+		c := syncs[ms.ManifestSync]
+		return c.src, c.dst
+	}
+	h.RegistryFor = func(ms config.ManifestSync) *registry.Client { return syncs[ms.ManifestSync].reg.reg }
+	h.ChartsFor = func(ms config.ManifestSync) *render.Charts { return syncs[ms.ManifestSync].reg.charts }
+	anon := r.engines.registry("anonymous", nil).reg
+	// A found Image runs its builder only where both the controller
+	// (--allow-builders) and its RepoConfig (spec.allowBuilders) allow it.
+	b := &build.Builder{Cache: r.engines.cache, Registry: anon, Jobs: 2,
+		Credentials: func(img config.Image, i int) *source.Credentials { return images[img.Image][i] }}
+	b.RegistryFor = func(img config.Image) *build.Builder {
+		ib := *b
+		ib.Registry, ib.RegistryFor = imageRegs[img.Image].reg, nil
+		return &ib
+	}
+	return repoconfig.Reconcile(ctx, loaded, repoconfig.Options{Hydrate: h, Builder: b})
+}
+
+// toConfig is the RepoConfig as the engines take it, refusing what a
+// controller must not read.
+func (r *RepoConfigReconciler) toConfig(obj *v1alpha1.RepoConfig) (config.RepoConfig, error) {
+	c := obj.DeepCopy()
+	c.Default()
+	if errs := c.Validate(); len(errs) > 0 {
+		return config.RepoConfig{}, errs.ToAggregate()
+	}
+	if !r.allowBuilders {
+		c.Spec.AllowBuilders = false // a resource alone cannot run commands in the controller
+	}
+	if err := remoteOnly("spec.repo", c.Spec.Repo, r.allowLocal); err != nil {
+		return config.RepoConfig{}, err
+	}
+	for i, o := range c.Spec.Overrides.Repos {
+		if err := remoteOnly(fmt.Sprintf("spec.overrides.repos[%d].to", i), o.To, r.allowLocal); err != nil {
+			return config.RepoConfig{}, err
+		}
+	}
+	return config.RepoConfig{RepoConfig: c, Origin: config.Origin{File: "RepoConfig " + obj.Namespace + "/" + obj.Name}}, nil
+}

@@ -1,0 +1,92 @@
+package controller
+
+import (
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+// defaultInterval is a resource's when it names none (the CRD defaults
+// it too).
+const defaultInterval = 5 * time.Minute
+
+func intervalOf(d *metav1.Duration) time.Duration {
+	if d == nil || d.Duration <= 0 {
+		return defaultInterval
+	}
+	return d.Duration
+}
+
+// requestedAt is the moment a person or a webhook asked for a reconcile
+// (the annotation's value: RFC 3339 or Unix seconds, as `date +%s` gives),
+// when it is new: that reconcile reads what the remotes hold since then,
+// however young what the controller remembers. A value that is no time
+// at all asks for now. Never later than now: a clock ahead of this one
+// does not make every reconcile fetch again.
+func requestedAt(obj metav1.Object, st *v1alpha1.ReconcileStatus, now time.Time) (time.Time, bool) {
+	v, ok := obj.GetAnnotations()[v1alpha1.ReconcileRequestAnnotation]
+	if !ok || v == st.LastHandledReconcileAt {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		if secs, serr := strconv.ParseInt(v, 10, 64); serr == nil {
+			t, err = time.Unix(secs, 0), nil
+		}
+	}
+	if err != nil || t.After(now) {
+		t = now
+	}
+	return t, true
+}
+
+// settle records the outcome of a reconcile of the current generation:
+// Ready with reason and message, Reconciling off, Stalled when the spec
+// cannot succeed as it is.
+func settle(obj metav1.Object, st *v1alpha1.ReconcileStatus, ready metav1.ConditionStatus, reason, msg string) {
+	st.ObservedGeneration = obj.GetGeneration()
+	st.LastHandledReconcileAt = obj.GetAnnotations()[v1alpha1.ReconcileRequestAnnotation]
+	st.LastError = ""
+	if ready != metav1.ConditionTrue && reason != v1alpha1.ReasonLocked && reason != v1alpha1.ReasonSuspended {
+		st.LastError = msg
+	}
+	set := func(typ string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: obj.GetGeneration()})
+	}
+	set(v1alpha1.ConditionReady, ready, reason, msg)
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReconciling)
+	if reason == v1alpha1.ReasonInvalid {
+		set(v1alpha1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionStalled)
+	}
+}
+
+// progressing marks a new generation as being reconciled; false when the
+// status already says so.
+func progressing(obj metav1.Object, st *v1alpha1.ReconcileStatus) bool {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReconciling); c != nil && c.ObservedGeneration == obj.GetGeneration() {
+		return false
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonProgressing, Message: "reconciling a new generation", ObservedGeneration: obj.GetGeneration()})
+	if meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady) == nil {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionUnknown,
+			Reason: v1alpha1.ReasonProgressing, Message: "reconciling", ObservedGeneration: obj.GetGeneration()})
+	}
+	return true
+}
+
+// backoff is how long a resource that failed n times in a row waits
+// before it is tried again: doubling from 5s, never past its interval.
+func backoff(n int, interval time.Duration) time.Duration {
+	d := 5 * time.Second
+	for i := 1; i < n && d < interval; i++ {
+		d *= 2
+	}
+	return min(d, interval)
+}
