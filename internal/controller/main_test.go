@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -64,8 +64,16 @@ spec:
       containers: [{name: app, image: REG/team/app:v1}]
 `
 
-func newEnv(t *testing.T, gitOpts ...testenv.GitServerOption) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, "", "") }
+
+// newEnvWith is newEnv with a git server that asks for a user and
+// password.
+func newEnvWith(t *testing.T, user, password string) *env {
 	t.Helper()
+	var gitOpts []testenv.GitServerOption
+	if user != "" {
+		gitOpts = append(gitOpts, testenv.WithBasicAuth(user, password))
+	}
 	c, err := client.New(cp.Config, client.Options{Scheme: Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -81,8 +89,14 @@ func newEnv(t *testing.T, gitOpts ...testenv.GitServerOption) *env {
 		t.Fatal(err)
 	}
 	e.reg.Push(t, "team/app:v1")
+	withAuth := func(u string) string {
+		if user == "" {
+			return u
+		}
+		return strings.Replace(u, "http://", "http://"+user+":"+password+"@", 1)
+	}
 	e.appURL = e.git.CreateRepo(t, "app")
-	e.app = testenv.NewWork(t, e.appURL)
+	e.app = testenv.NewWork(t, withAuth(e.appURL))
 	e.app.Write(map[string]string{
 		"deploy/web/deployment.yaml": e.expand(deployment, "web"),
 		"deploy/api/deployment.yaml": e.expand(deployment, "api"),
@@ -90,7 +104,7 @@ func newEnv(t *testing.T, gitOpts ...testenv.GitServerOption) *env {
 	e.app.Push("main")
 	e.dstURL = e.git.CreateRepo(t, "deploy")
 	e.dstDir = e.git.Root + "/deploy.git"
-	d := testenv.NewWork(t, e.dstURL)
+	d := testenv.NewWork(t, withAuth(e.dstURL))
 	d.Write(map[string]string{"README.md": "# deploy\n"}).Commit("init")
 	d.Push("main")
 	return e
@@ -261,7 +275,9 @@ func (e *env) dst(args ...string) string {
 }
 
 // tip is the destination branch's commit ("" when it does not exist).
-func (e *env) tip(branch string) string { return e.dst("rev-parse", "--verify", "-q", "refs/heads/"+branch) }
+func (e *env) tip(branch string) string {
+	return e.dst("rev-parse", "--verify", "-q", "refs/heads/"+branch)
+}
 
 // logBuffer keeps a controller's logs, shown when the test fails.
 type logBuffer struct {

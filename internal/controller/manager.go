@@ -199,7 +199,7 @@ func Run(ctx context.Context, o Options) error {
 	// reconcile request and a deletion are.
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
 	msr := &ManifestSyncReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, batch: batch, events: rec,
-		log: o.Log, allowLocal: o.AllowLocalRepos, now: o.Now, failures: map[types.NamespacedName]int{}}
+		log: o.Log, allowLocal: o.AllowLocalRepos, now: o.Now, failures: map[types.NamespacedName]int{}, fresh: map[types.NamespacedName]time.Time{}}
 	// Many syncs wait on their batch at once: the batches, not the
 	// workers, bound the work.
 	if err := ctrl.NewControllerManagedBy(mgr).Named("manifestsync").For(&v1alpha1.ManifestSync{}, changed).

@@ -43,6 +43,9 @@ type ManifestSyncReconciler struct {
 
 	mu       sync.Mutex
 	failures map[types.NamespacedName]int
+	// fresh holds, until a reconcile succeeds, the moment a request asked
+	// for: its retries read what the remotes hold since then too.
+	fresh map[types.NamespacedName]time.Time
 }
 
 // +kubebuilder:rbac:groups=sluice.dev,resources=manifestsyncs,verbs=get;list;watch;update;patch
@@ -96,9 +99,12 @@ func (r *ManifestSyncReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 	j := &job{ms: ms}
+	r.mu.Lock()
 	if t, ok := requestedAt(obj, &obj.Status.ReconcileStatus, r.now()); ok {
-		j.notBefore = t
+		r.fresh[req.NamespacedName] = t
 	}
+	j.notBefore = r.fresh[req.NamespacedName]
+	r.mu.Unlock()
 	res, err := r.credentials(ctx, obj, j)
 	if err == nil {
 		res, err = r.batch.submit(ctx, j)
@@ -143,6 +149,7 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		r.failures[key]++
 	} else {
 		delete(r.failures, key)
+		delete(r.fresh, key)
 	}
 	failures := r.failures[key]
 	r.mu.Unlock()
@@ -190,6 +197,9 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		st.Images = res.Images
 		st.Lock = res.Lock
 	})
+	if reason == v1alpha1.ReasonSucceeded && prevReason == v1alpha1.ReasonLocked {
+		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Unlocked", "Hydrate", "the takeover lock ended")
+	}
 	switch {
 	case reason == v1alpha1.ReasonFailed:
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Hydrate", "%s", msg)
@@ -197,8 +207,6 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Committed", "Hydrate", "%s", msg)
 	case reason == v1alpha1.ReasonLocked && prevReason != v1alpha1.ReasonLocked:
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, reason, "Hydrate", "%s", msg)
-	case reason == v1alpha1.ReasonSucceeded && prevReason == v1alpha1.ReasonLocked:
-		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Unlocked", "Hydrate", "the takeover lock ended: %s", msg)
 	}
 	if err != nil {
 		return ctrl.Result{}, err

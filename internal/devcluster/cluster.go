@@ -61,6 +61,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	env.ControlPlane.GetAPIServer().CertDir = certDir
+	// Watches (a controller's informers) end when the API server stops,
+	// as they do in a real cluster's rolling update; without a grace
+	// period it waits on them for its whole shutdown timeout.
+	env.ControlPlane.GetAPIServer().Configure().Set("shutdown-watch-termination-grace-period", "2s")
 	if !o.WithoutCRDs {
 		dirs, err := CRDs(ctx)
 		if err != nil {

@@ -201,9 +201,17 @@ func Local(spec, dir string) (Repo, error) {
 	return Repo{RepoOverride: v1alpha1.RepoOverride{From: head.Remote, To: head.Root}, Dir: dir, Where: where}, nil
 }
 
-// Parse reads FROM=TO (--override-repo).
+// Parse reads FROM=TO (--override-repo). Either side may carry a ref
+// ("URL?ref=BRANCH"): the "=" that separates them is the first one that is
+// not a query's.
 func Parse(spec, dir string) (Repo, error) {
-	i := strings.LastIndex(spec, "=")
+	i := -1
+	for j := 0; j < len(spec); j++ {
+		if spec[j] == '=' && !strings.HasSuffix(spec[:j], "?ref") && !strings.HasSuffix(spec[:j], "&ref") {
+			i = j
+			break
+		}
+	}
 	if i <= 0 || i == len(spec)-1 {
 		return Repo{}, fmt.Errorf("--override-repo %s: expected FROM=TO", spec)
 	}

@@ -1,0 +1,196 @@
+package controller
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+// fromController tells the controller's requests (go-git's) from the
+// test's own pushes (the git command's).
+func fromController(r *http.Request) bool { return strings.HasPrefix(r.UserAgent(), "go-git") }
+
+// The git server goes down: the sync says so, backs off, and converges by
+// itself once the server is back.
+func TestGitServerDownThenBack(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.apply(webSync)
+	e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	e.git.FailWith(func(r *http.Request) int {
+		if fromController(r) {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"}).Commit("cm")
+	e.app.Push("main")
+	e.requestReconcile(e.sync("web"), "while-down")
+	ms := e.ready("web", metav1.ConditionFalse, 30*time.Second)
+	c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+	if c.Reason != v1alpha1.ReasonFailed || !strings.Contains(c.Message, "503") || ms.Status.LastError != c.Message {
+		t.Fatalf("while the server is down: %s %q (lastError %q)", c.Reason, c.Message, ms.Status.LastError)
+	}
+	if ms.Status.Destination == nil || ms.Status.Destination.Commit == "" {
+		t.Error("a failure erased what was last done")
+	}
+	e.eventually(10*time.Second, func() string { return e.hasEvent("web", v1alpha1.ReasonFailed) })
+	e.git.FailWith(nil)
+	// No request: the backoff brings it back.
+	e.eventually(40*time.Second, func() string {
+		ms := e.sync("web")
+		if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue {
+			return "not Ready yet: " + c.Message
+		}
+		if ms.Status.Source.Commit != e.app.Head() {
+			return "not at the new commit yet"
+		}
+		return ""
+	})
+}
+
+// A registry that answers 429 (with Retry-After) and 5xx: the sync fails
+// while it does, and converges when it stops.
+func TestRegistryThrottlingAndErrors(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.apply(webSync)
+	e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	moved := e.reg.Push(t, "team/app:v1")
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusBadGateway} {
+		e.reg.FailWith(func(r *http.Request) int {
+			if strings.Contains(r.URL.Path, "/manifests/") {
+				return code
+			}
+			return 0
+		})
+		e.requestReconcile(e.sync("web"), "failing-"+http.StatusText(code))
+		ms := e.ready("web", metav1.ConditionFalse, 60*time.Second)
+		if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonFailed {
+			t.Fatalf("registry answering %d: %s %q", code, c.Reason, c.Message)
+		}
+		if ms.Status.Images[0].Digest == moved {
+			t.Fatal("pinned while the registry failed")
+		}
+	}
+	e.reg.FailWith(nil)
+	e.eventually(40*time.Second, func() string {
+		ms := e.sync("web")
+		if len(ms.Status.Images) != 1 || ms.Status.Images[0].Digest != moved {
+			return "not re-pinned yet"
+		}
+		return ""
+	})
+	e.ready("web", metav1.ConditionTrue, 10*time.Second)
+}
+
+// The API server stops and comes back: the controller rides it out and
+// goes on reconciling.
+func TestAPIServerRestart(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	e.apply(webSync)
+	e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	if err := cp.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"}).Commit("cm")
+	e.app.Push("main")
+	time.Sleep(3 * time.Second)
+	if err := cp.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(30*time.Second, func() string {
+		ms := &v1alpha1.ManifestSync{}
+		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "web"}, ms); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	e.requestReconcile(e.sync("web"), "after-restart")
+	ms := e.ready("web", metav1.ConditionTrue, 60*time.Second)
+	if ms.Status.Source.Commit != e.app.Head() {
+		t.Fatalf("after the restart: source %s, want %s", ms.Status.Source.Commit, e.app.Head())
+	}
+}
+
+// A RepoConfig hydrates what it finds; when its repository disappears it
+// says so, and the folders written stay as they are.
+func TestRepoConfigWhoseRepositoryDisappears(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	ctx := context.Background()
+	e.app.Write(map[string]string{".sluice/web.yaml": e.expand(`apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: found-web}
+spec:
+  source: {repo: ., path: deploy/web}
+  images: [{name: REG/team/app}]
+  destination: {repo: DST, branch: env/found, path: apps/web}
+`, "")}).Commit("sluice resources")
+	e.app.Push("main")
+	rc := e.apply(`apiVersion: sluice.dev/v1alpha1
+kind: RepoConfig
+metadata: {name: app}
+spec:
+  repo: APP
+  globs: [".sluice/*.yaml"]
+  interval: 1h
+`)
+	get := func() *v1alpha1.RepoConfig {
+		obj := &v1alpha1.RepoConfig{}
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(rc), obj); err != nil {
+			t.Fatal(err)
+		}
+		return obj
+	}
+	waitReady := func(want metav1.ConditionStatus) *v1alpha1.RepoConfig {
+		var obj *v1alpha1.RepoConfig
+		e.eventually(30*time.Second, func() string {
+			obj = get()
+			c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady)
+			if c == nil || c.Status != want || obj.Status.ObservedGeneration != obj.Generation ||
+				obj.Status.LastHandledReconcileAt != obj.Annotations[v1alpha1.ReconcileRequestAnnotation] {
+				return "RepoConfig not settled: " + condString(c)
+			}
+			return ""
+		})
+		return obj
+	}
+	obj := waitReady(metav1.ConditionTrue)
+	if len(obj.Status.ManifestSyncs) != 1 || obj.Status.ManifestSyncs[0].Result != "committed" || !strings.Contains(obj.Status.Source, e.app.Head()[:7]) {
+		t.Fatalf("RepoConfig status: %+v", obj.Status)
+	}
+	tree := e.dst("ls-tree", "-r", "--name-only", "env/found")
+	if !strings.Contains(tree, "apps/web/deployment-web.yaml") {
+		t.Fatalf("the found sync was not hydrated:\n%s", tree)
+	}
+	if err := os.RemoveAll(filepath.Join(e.git.Root, "app.git")); err != nil {
+		t.Fatal(err)
+	}
+	e.requestReconcile(obj, "gone")
+	obj = waitReady(metav1.ConditionFalse)
+	if c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "app.git") {
+		t.Errorf("the repository gone: %q", c.Message)
+	}
+	if got := e.dst("ls-tree", "-r", "--name-only", "env/found"); got != tree {
+		t.Errorf("the destination changed:\n%s", got)
+	}
+}
+
+func condString(c *metav1.Condition) string {
+	if c == nil {
+		return "no condition"
+	}
+	return string(c.Status) + " " + c.Reason + ": " + c.Message
+}
