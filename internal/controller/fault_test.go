@@ -23,6 +23,7 @@ func fromController(r *http.Request) bool { return strings.HasPrefix(r.UserAgent
 // The git server goes down: the sync says so, backs off, and converges by
 // itself once the server is back.
 func TestGitServerDownThenBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start()
 	e.apply(webSync)
@@ -62,6 +63,7 @@ func TestGitServerDownThenBack(t *testing.T) {
 // A registry that answers 429 (with Retry-After) and 5xx: the sync fails
 // while it does, and converges when it stops.
 func TestRegistryThrottlingAndErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start()
 	e.apply(webSync)
@@ -84,6 +86,7 @@ func TestRegistryThrottlingAndErrors(t *testing.T) {
 		}
 	}
 	e.reg.FailWith(nil)
+	e.requestReconcile(e.sync("web"), "registry-back")
 	e.eventually(40*time.Second, func() string {
 		ms := e.sync("web")
 		if len(ms.Status.Images) != 1 || ms.Status.Images[0].Digest != moved {
@@ -95,7 +98,7 @@ func TestRegistryThrottlingAndErrors(t *testing.T) {
 }
 
 // The API server stops and comes back: the controller rides it out and
-// goes on reconciling.
+// goes on reconciling. (Not parallel: every test's API server stops.)
 func TestAPIServerRestart(t *testing.T) {
 	e := newEnv(t)
 	e.start()
@@ -127,6 +130,7 @@ func TestAPIServerRestart(t *testing.T) {
 // A RepoConfig hydrates what it finds; when its repository disappears it
 // says so, and the folders written stay as they are.
 func TestRepoConfigWhoseRepositoryDisappears(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start()
 	ctx := context.Background()

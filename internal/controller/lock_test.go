@@ -26,6 +26,7 @@ import (
 // (status and an Event say whose, until when), and writes the folder back
 // when it expires, on time, with no command.
 func TestTakeoverLockIsRespectedAndExpiresOnTime(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start()
 	e.apply(webSync)
@@ -95,6 +96,7 @@ func TestTakeoverLockIsRespectedAndExpiresOnTime(t *testing.T) {
 // A deleted sync leaves its folder as it is, unless spec.prune asks to
 // remove it; a sync with prune holds a finalizer until the folder is gone.
 func TestDeletedSyncLeavesOrPrunesItsFolder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start()
 	ctx := context.Background()
@@ -135,6 +137,7 @@ func TestDeletedSyncLeavesOrPrunesItsFolder(t *testing.T) {
 // names, in its namespace; without it, or with a wrong one, the sync
 // fails saying so, and the token is never in its status or Events.
 func TestSecretsOfTheSyncsNamespace(t *testing.T) {
+	t.Parallel()
 	e := newEnvWith(t, "bot", "t0ken-value")
 	e.start()
 	ctx := context.Background()

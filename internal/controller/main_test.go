@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -49,6 +50,9 @@ type env struct {
 	dstURL string
 	dstDir string
 	logs   *logBuffer
+	// hook, when set, sees each request to the git server before it is
+	// served.
+	hook atomic.Pointer[func(*http.Request)]
 }
 
 var shards atomic.Int64
@@ -70,7 +74,12 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, "", "") }
 // password.
 func newEnvWith(t *testing.T, user, password string) *env {
 	t.Helper()
-	var gitOpts []testenv.GitServerOption
+	e := &env{}
+	gitOpts := []testenv.GitServerOption{testenv.WithHook(func(r *http.Request) {
+		if h := e.hook.Load(); h != nil {
+			(*h)(r)
+		}
+	})}
 	if user != "" {
 		gitOpts = append(gitOpts, testenv.WithBasicAuth(user, password))
 	}
@@ -78,7 +87,7 @@ func newEnvWith(t *testing.T, user, password string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ns: testenv.Namespace("ctrl"), shard: fmt.Sprintf("t%d-%d", os.Getpid(), shards.Add(1)), c: c,
+	*e = env{t: t, ns: testenv.Namespace("ctrl"), shard: fmt.Sprintf("t%d-%d", os.Getpid(), shards.Add(1)), c: c,
 		git: testenv.NewGitServer(t, gitOpts...), reg: testenv.NewRegistry(t), logs: &logBuffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -40,6 +40,7 @@ spec:
 // webhooks from a forge and a registry (a bad signature refused), and
 // suspend.
 func TestManifestSyncLifecycle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	addrs, _ := e.start()
 	ctx := context.Background()
