@@ -19,13 +19,15 @@ tools:
 	hack/kustomize/build.sh >/dev/null
 	hack/controller-gen/build.sh >/dev/null
 
-# The DeepCopy methods and the CRDs, from the types in api/v1alpha1 (a
-# test fails when they are not up to date). RunConfig is a file of the
+# The DeepCopy methods and the CRDs, from the types in api/v1alpha1, and
+# the controller's ClusterRole from its rbac markers (a test fails when
+# they are not up to date). RunConfig is a file of the
 # command line, not a resource of the cluster: it gets no CRD.
 generate:
 	$$(hack/controller-gen/build.sh) object paths=./api/...
 	$$(hack/controller-gen/build.sh) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	rm -f config/crd/bases/sluice.dev_runconfigs.yaml
+	$$(hack/controller-gen/build.sh) rbac:roleName=sluice-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 
 test: tools
 	$(GO) vet ./...

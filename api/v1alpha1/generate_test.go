@@ -57,4 +57,8 @@ func TestGeneratedFilesAreUpToDate(t *testing.T) {
 	if !strings.Contains(want.String(), "manifestsyncs.sluice.dev") {
 		t.Errorf("no ManifestSync CRD generated")
 	}
+	role := gen("rbac:roleName=sluice-controller", "paths=./internal/controller/...", "output:rbac:stdout")
+	if got, _ := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml")); strings.TrimSpace(strings.TrimPrefix(string(got), "---\n")) != strings.TrimSpace(strings.TrimPrefix(string(role), "---\n")) {
+		t.Errorf("config/rbac/role.yaml (the controller's ClusterRole, from its rbac markers) %s", stale)
+	}
 }

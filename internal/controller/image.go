@@ -38,7 +38,7 @@ type ImageReconciler struct {
 	failures map[types.NamespacedName]int
 }
 
-// +kubebuilder:rbac:groups=sluice.dev,resources=images,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sluice.dev,resources=images,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=sluice.dev,resources=images/status,verbs=get;update;patch
 
 // Reconcile builds one Image.

@@ -94,6 +94,15 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
+// What the controller needs of the cluster beside its own resources (see
+// config/rbac, generated from these lines by `make generate`): the
+// Secrets resources name, read one by one (never listed or watched), and
+// Events. Leader election's Leases are a Role of its own namespace.
+//
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
 // Run runs the controller until ctx ends (or, with leader election, until
 // this replica loses the lease).
 func Run(ctx context.Context, o Options) error {

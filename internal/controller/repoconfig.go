@@ -44,7 +44,7 @@ type RepoConfigReconciler struct {
 	failures map[types.NamespacedName]int
 }
 
-// +kubebuilder:rbac:groups=sluice.dev,resources=repoconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sluice.dev,resources=repoconfigs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=sluice.dev,resources=repoconfigs/status,verbs=get;update;patch
 
 // Reconcile reads the RepoConfig's repository and reconciles what it finds.
