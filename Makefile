@@ -3,7 +3,7 @@
 # bin/), so that no test's timeout includes a build; then runs every test.
 GO ?= go
 
-.PHONY: all build tools generate test bench quickstart cluster clean
+.PHONY: all build tools generate test bench quickstart cluster clean image
 
 all: build
 
@@ -18,6 +18,16 @@ tools:
 	hack/helm/build.sh >/dev/null
 	hack/kustomize/build.sh >/dev/null
 	hack/controller-gen/build.sh >/dev/null
+	$(MAKE) bin/image/sluice
+
+# The static binary of Sluice's own image (config/image/sluice.yaml).
+.PHONY: bin/image/sluice
+bin/image/sluice:
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/image/sluice ./cmd/sluice
+
+# Sluice's own image, by Sluice's own builder: make image REGISTRY=...
+image: bin/image/sluice
+	$(GO) run ./cmd/sluice build -f config/image/sluice.yaml
 
 # The DeepCopy methods and the CRDs, from the types in api/v1alpha1, and
 # the controller's ClusterRole from its rbac markers (a test fails when

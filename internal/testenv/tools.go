@@ -110,3 +110,18 @@ func requiredVersion(gomod, module string) (string, error) {
 	}
 	return "", fmt.Errorf("%s requires no %s", gomod, module)
 }
+
+// ImageBinary returns the static binary of Sluice's own image that `make
+// tools` builds (bin/image/sluice, from this source tree).
+func ImageBinary(t TB) string {
+	t.Helper()
+	root, err := SourceRoot()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	p := filepath.Join(root, "bin", "image", "sluice")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("bin/image/sluice is not built: run `make tools` (or make bin/image/sluice) first; `make test` does")
+	}
+	return p
+}
