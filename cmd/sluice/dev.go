@@ -1,24 +1,42 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/spf13/cobra"
 
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/controller"
 	"sluice.dev/sluice/internal/devcluster"
 )
 
 func newDevCmd(s Streams) *cobra.Command {
 	dev := &cobra.Command{Use: "dev", Short: "Tools for trying Sluice on this machine"}
 	var assets string
-	var noCRDs bool
+	var noCRDs, serve bool
+	var files []string
+	var eng engineFlags
 	cluster := &cobra.Command{
 		Use:   "cluster",
 		Short: "Run a local Kubernetes API server (with the Flux and Argo CD CRDs) until Ctrl+C",
 		Long: `Start a real kube-apiserver and etcd on this machine (built from the Go module
 proxy on first use, which takes about 10 minutes), print the kubeconfig to
 use with sluice apply, diff and run, and stop it on Ctrl+C. There are no
-nodes: objects are stored and validated, nothing runs.`,
+nodes: objects are stored and validated, nothing runs.
+
+With --serve, the controller (sluice serve) runs against it too, allowed to
+read repositories on this machine's disk, and the resources of -f (the
+quickstart's syncs by default) are applied to the default namespace: watch
+them with kubectl get manifestsyncs -w.`,
+		Example: `  sluice dev cluster
+  sluice dev cluster --serve                      # the quickstart, continuously
+  sluice dev cluster --serve -f my/syncs/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(s.Err, "starting the control plane...")
@@ -27,7 +45,13 @@ nodes: objects are stored and validated, nothing runs.`,
 				return exit(2, err)
 			}
 			defer c.Stop()
-			fmt.Fprintf(s.Out, "API server: %s\nkubeconfig: %s\n\n  export KUBECONFIG=%s\n\nCtrl+C stops it.\n", c.Config.Host, c.Kubeconfig, c.Kubeconfig)
+			fmt.Fprintf(s.Out, "API server: %s\nkubeconfig: %s\n\n  export KUBECONFIG=%s\n\n", c.Config.Host, c.Kubeconfig, c.Kubeconfig)
+			if serve {
+				if err := serveDev(cmd.Context(), s, c.Config, files, &eng); err != nil {
+					return exit(1, err)
+				}
+			}
+			fmt.Fprintln(s.Out, "Ctrl+C stops it.")
 			<-cmd.Context().Done()
 			fmt.Fprintln(s.Err, "stopping...")
 			return nil
@@ -35,6 +59,48 @@ nodes: objects are stored and validated, nothing runs.`,
 	}
 	cluster.Flags().StringVar(&assets, "assets", "", "directory holding kube-apiserver and etcd (default: build them into bin/ of the Sluice source tree)")
 	cluster.Flags().BoolVar(&noCRDs, "without-crds", false, "do not install the Flux and Argo CD CRDs")
+	cluster.Flags().BoolVar(&serve, "serve", false, "run the controller against the cluster too, with the resources of -f")
+	cluster.Flags().StringArrayVarP(&files, "filename", "f", []string{"examples/quickstart/syncs"}, "files or directories of Sluice resources to apply with --serve")
+	eng.addCache(cluster.Flags())
 	dev.AddCommand(cluster)
 	return dev
+}
+
+// serveDev starts the controller against a dev cluster, allowed to read
+// this machine's repositories, and applies the resources of files.
+func serveDev(ctx context.Context, s Streams, cfg *rest.Config, files []string, eng *engineFlags) error {
+	set, err := config.Load(files...)
+	if err != nil {
+		return err
+	}
+	dir, err := eng.dir()
+	if err != nil {
+		return err
+	}
+	lim, err := eng.limits.limits()
+	if err != nil {
+		return err
+	}
+	ready := make(chan controller.Addrs, 1)
+	failed := make(chan error, 1)
+	go func() {
+		failed <- controller.Run(ctx, controller.Options{
+			Config: cfg, CacheDir: filepath.Join(dir, "dev-controller"), AllowLocalRepos: true, Insecure: eng.insecure, Limits: lim,
+			MetricsAddr: "127.0.0.1:0", ProbeAddr: "127.0.0.1:0", HookAddr: "127.0.0.1:0",
+			Log:   slog.New(slog.NewTextHandler(s.Err, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			Ready: func(a controller.Addrs) { ready <- a },
+		})
+	}()
+	var a controller.Addrs
+	select {
+	case a = <-ready:
+	case err := <-failed:
+		return fmt.Errorf("the controller: %w", err)
+	}
+	names, err := controller.ApplyResources(ctx, cfg, "default", set)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "controller: webhooks on http://%s/hook/NAMESPACE/NAME, metrics on http://%s/metrics\napplied to namespace default: %s\n\n  kubectl get manifestsyncs -w\n\n", a.Hook, a.Metrics, strings.Join(names, ", "))
+	return nil
 }
