@@ -6,6 +6,7 @@
 //	go run ./bench run     [-n 50]
 //	go run ./bench takeover [-size 8388608]
 //	go run ./bench render  [-overlays 200] [-apps 31] [-n 5]
+//	go run ./bench serve   [-syncs 1000] [-repos 50] [-tags 200] [-branches 10] [-interval 1m]
 //
 // hydrate: `sluice hydrate` on a synthetic monorepo (200 kustomize overlays
 // over 20 shared bases, and 20 Helm charts) against the baseline hydros and
@@ -17,7 +18,10 @@
 // `sluice run` session, against `kubectl apply --server-side -k` per save.
 // takeover: a RepoConfig of 10 Images and 30 ManifestSyncs: an unchanged
 // build, and a takeover that rebuilds one image, against that image's
-// layer upload alone.
+// layer upload alone. serve: `sluice serve` reconciling 1,000
+// ManifestSyncs on a real API server: to Ready, an idle interval, webhook
+// pushes, a moved tag (against one cold `sluice hydrate` of the same
+// syncs).
 package main
 
 import (
@@ -53,8 +57,10 @@ func main() {
 		mainTakeover()
 	case "render":
 		mainRender()
+	case "serve":
+		mainServe()
 	default:
-		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover)\n", mode)
+		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve)\n", mode)
 		os.Exit(2)
 	}
 }

@@ -63,7 +63,7 @@ func (e *engines) registry(identity string, kc authn.Keychain) *regClient {
 			opts = append(opts, registry.WithKeychain(kc))
 		}
 		reg := registry.New(opts...)
-		c = &regClient{reg: reg, charts: &render.Charts{Registry: reg, CacheDir: e.chartDir}}
+		c = &regClient{reg: reg, charts: &render.Charts{Registry: reg, CacheDir: e.chartDir}, used: now}
 		e.clients[identity] = c
 		for id, old := range e.clients {
 			if now.Sub(old.used) > unusedFor {

@@ -1,0 +1,463 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/controller"
+	"sluice.dev/sluice/internal/devcluster"
+	"sluice.dev/sluice/internal/testenv"
+)
+
+func mainServe() {
+	syncs := flag.Int("syncs", 1000, "ManifestSyncs")
+	repos := flag.Int("repos", 50, "source repositories")
+	tags := flag.Int("tags", 200, "image tags")
+	branches := flag.Int("branches", 10, "destination branches")
+	interval := flag.Duration("interval", time.Minute, "the syncs' interval (one idle interval is measured)")
+	pushes := flag.Int("pushes", 20, "webhook pushes timed")
+	followers := flag.Int("followers", 100, "syncs following the tag that moves")
+	flag.Parse()
+	tb := newTB()
+	defer tb.cleanup()
+	s := &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: *tags, branches: *branches, interval: *interval, pushes: *pushes, followers: *followers}
+	if err := s.run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		tb.cleanup()
+		os.Exit(1)
+	}
+}
+
+type serveBench struct {
+	tb                                              *benchTB
+	syncs, repos, tags, branches, pushes, followers int
+	interval                                        time.Duration
+
+	work    string
+	bin     string
+	git     *testenv.GitServer
+	reg     *testenv.Registry
+	srcURLs []string
+	works   []*testenv.Work
+	dstDir  string
+	c       client.Client
+	ctrl    *exec.Cmd
+	hook    string
+	metrics string
+}
+
+const serveNS = "bench"
+
+// The synthetic estate: repos source repositories of syncs/repos apps
+// each (a Deployment and a ConfigMap); tags image tags over 20 image
+// repositories, the first followed by followers syncs, the others by the
+// rest in turn; every sync writes its own folder of one of branches
+// branches of one destination repository.
+func (s *serveBench) appsPerRepo() int { return s.syncs / s.repos }
+
+func (s *serveBench) syncName(r, a int) string { return fmt.Sprintf("r%02d-a%02d", r, a) }
+
+func (s *serveBench) tagOf(i int) string {
+	t := 0
+	if i >= s.followers {
+		t = 1 + (i-s.followers)%(s.tags-1)
+	}
+	return fmt.Sprintf("team/img%02d:t%03d", t%20, t)
+}
+
+func (s *serveBench) branchOf(i int) string { return fmt.Sprintf("env-%d", i%s.branches) }
+
+func (s *serveBench) setUp() error {
+	s.work = s.tb.TempDir()
+	var err error
+	if s.bin, _, err = tools(s.work); err != nil {
+		return err
+	}
+	s.reg = testenv.NewRegistry(s.tb)
+	for t := 0; t < s.tags; t++ {
+		s.reg.Push(s.tb, fmt.Sprintf("team/img%02d:t%03d", t%20, t))
+	}
+	s.git = testenv.NewGitServer(s.tb)
+	n := s.appsPerRepo()
+	for r := 0; r < s.repos; r++ {
+		url := s.git.CreateRepo(s.tb, fmt.Sprintf("src%02d", r))
+		w := testenv.NewWork(s.tb, url)
+		files := map[string]string{}
+		for a := 0; a < n; a++ {
+			i := r*n + a
+			files[fmt.Sprintf("app%02d/deployment.yaml", a)] = fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app%02d}
+spec:
+  selector: {matchLabels: {app: app%02d}}
+  template:
+    metadata: {labels: {app: app%02d}}
+    spec:
+      containers: [{name: app, image: %s/%s}]
+`, a, a, a, s.reg.Host, s.tagOf(i))
+			files[fmt.Sprintf("app%02d/configmap.yaml", a)] = configMap(a, 0)
+		}
+		w.Write(files).Commit("apps")
+		w.Push("main")
+		s.srcURLs = append(s.srcURLs, url)
+		s.works = append(s.works, w)
+	}
+	for _, name := range []string{"deploy", "deploy-cli"} {
+		url := s.git.CreateRepo(s.tb, name)
+		w := testenv.NewWork(s.tb, url)
+		w.Write(map[string]string{"README.md": "# deploy\n"}).Commit("init")
+		w.Push("main")
+	}
+	s.dstDir = filepath.Join(s.git.Root, "deploy.git")
+	return nil
+}
+
+func configMap(a, v int) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app%02d}\ndata: {v: '%d'}\n", a, v)
+}
+
+// manifestSync is sync (r, a) writing to the destination repository dst.
+func (s *serveBench) manifestSync(r, a int, dst string) *v1alpha1.ManifestSync {
+	i := r*s.appsPerRepo() + a
+	y := fmt.Sprintf(`apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: %s}
+spec:
+  source: {repo: %s, ref: main, path: app%02d}
+  images: [{name: %s/team/*}]
+  destination: {repo: %s, branch: %s, path: apps/%s}
+  interval: %s
+`, s.syncName(r, a), s.srcURLs[r], a, s.reg.Host, s.git.URL(dst), s.branchOf(i), s.syncName(r, a), s.interval)
+	ms := &v1alpha1.ManifestSync{}
+	if err := yaml.UnmarshalStrict([]byte(y), ms); err != nil {
+		panic(err)
+	}
+	return ms
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// procStat is a process's CPU time so far and its peak resident set.
+func procStat(pid int) (time.Duration, int64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	cpu := time.Duration(ut+st) * time.Second / 100 // clock ticks of 1/100 s
+	var hwm int64
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(st))
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				hwm, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			}
+		}
+	}
+	return cpu, hwm
+}
+
+// metric sums a counter of the controller's /metrics (all its labels).
+func (s *serveBench) metric(name string) float64 {
+	resp, err := http.Get("http://" + s.metrics + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// ready counts the syncs Ready for their generation, and those whose
+// first image is pinned to digest (when digest is set).
+func (s *serveBench) ready(ctx context.Context, digest string) (ready, pinned int, err error) {
+	var list v1alpha1.ManifestSyncList
+	if err := s.c.List(ctx, &list, client.InNamespace(serveNS)); err != nil {
+		return 0, 0, err
+	}
+	for _, ms := range list.Items {
+		c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+		if c != nil && c.Status == metav1.ConditionTrue && ms.Status.ObservedGeneration == ms.Generation {
+			ready++
+		}
+		if digest != "" && len(ms.Status.Images) > 0 && ms.Status.Images[0].Digest == digest {
+			pinned++
+		}
+	}
+	return ready, pinned, nil
+}
+
+func (s *serveBench) run() error {
+	ctx := context.Background()
+	if err := s.setUp(); err != nil {
+		return err
+	}
+	n := s.appsPerRepo()
+
+	// The baseline: the same syncs through the command line, one cold
+	// `sluice hydrate` run (another destination repository).
+	cliDir := filepath.Join(s.work, "syncs-cli")
+	os.MkdirAll(cliDir, 0o755)
+	for r := 0; r < s.repos; r++ {
+		var b bytes.Buffer
+		for a := 0; a < n; a++ {
+			data, _ := yaml.Marshal(s.manifestSync(r, a, "deploy-cli"))
+			b.WriteString("---\n")
+			b.Write(data)
+		}
+		os.WriteFile(filepath.Join(cliDir, fmt.Sprintf("r%02d.yaml", r)), b.Bytes(), 0o644)
+	}
+	cli, out, err := timed("sluice hydrate (the command line), cold", s.bin, "hydrate", "-f", cliDir, "--cache-dir", filepath.Join(s.work, "cli-cache"), "-o", "json")
+	if err != nil {
+		return fmt.Errorf("sluice hydrate: %w\n%s", err, tail(out))
+	}
+	gitCLI := s.git.Requests.Load()
+
+	cl, err := devcluster.Start(ctx, devcluster.Options{Dir: s.work, Build: true})
+	if err != nil {
+		return err
+	}
+	defer cl.Stop()
+	cl.Config.QPS, cl.Config.Burst = 200, 400
+	if s.c, err = client.New(cl.Config, client.Options{Scheme: controller.Scheme()}); err != nil {
+		return err
+	}
+	if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: serveNS}}); err != nil {
+		return err
+	}
+	const token = "bench-token"
+	if err := s.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hooks", Namespace: serveNS, Labels: map[string]string{controller.ReceiverLabel: "true"}},
+		StringData: map[string]string{"token": token}}); err != nil {
+		return err
+	}
+	s.hook, s.metrics = freeAddr(), freeAddr()
+	health := freeAddr()
+	logf, err := os.Create(filepath.Join(s.work, "controller.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	s.ctrl = exec.Command(s.bin, "serve", "--kubeconfig", cl.Kubeconfig, "--cache-dir", filepath.Join(s.work, "ctrl-cache"),
+		"--hook-addr", s.hook, "--metrics-addr", s.metrics, "--health-addr", health)
+	s.ctrl.Stdout, s.ctrl.Stderr = logf, logf
+	if err := s.ctrl.Start(); err != nil {
+		return err
+	}
+	defer func() { s.ctrl.Process.Kill(); s.ctrl.Wait() }()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get("http://" + health + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the controller never got ready (see %s)", logf.Name())
+		}
+	}
+	pid := s.ctrl.Process.Pid
+	cpu0, _ := procStat(pid)
+
+	// (a) every sync applied at once, until all are Ready.
+	gitA, regA := s.git.Requests.Load(), s.reg.Requests.Load()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, s.syncs)
+	work := make(chan [2]int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ra := range work {
+				ms := s.manifestSync(ra[0], ra[1], "deploy")
+				ms.Namespace = serveNS
+				if err := s.c.Create(ctx, ms); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for r := 0; r < s.repos; r++ {
+		for a := 0; a < n; a++ {
+			work <- [2]int{r, a}
+		}
+	}
+	close(work)
+	wg.Wait()
+	applied := time.Since(start)
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	total := s.repos * n
+	for {
+		ready, _, err := s.ready(ctx, "")
+		if err != nil {
+			return err
+		}
+		if ready == total {
+			break
+		}
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("(a): %d of %d Ready after 10 minutes (see %s)", ready, total, logf.Name())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	allReady := time.Since(start)
+	cpuA, _ := procStat(pid)
+	gitAn, regAn := s.git.Requests.Load()-gitA, s.reg.Requests.Load()-regA
+	commitsA := s.metric("sluice_commits_total")
+
+	// (b) one idle interval, nothing changed.
+	time.Sleep(5 * time.Second) // what (a) left in flight settles
+	gitB, regB := s.git.Requests.Load(), s.reg.Requests.Load()
+	cpuB0, _ := procStat(pid)
+	rendersB0, lsB0, fetchB0 := s.metric("sluice_renders_total"), s.metric(`sluice_git_requests_total{op="ls-remote"}`), s.metric(`sluice_git_requests_total{op="fetch"}`)
+	time.Sleep(s.interval)
+	cpuB1, _ := procStat(pid)
+	gitBn, regBn := s.git.Requests.Load()-gitB, s.reg.Requests.Load()-regB
+	rendersB := s.metric("sluice_renders_total") - rendersB0
+	lsB, fetchB := s.metric(`sluice_git_requests_total{op="ls-remote"}`)-lsB0, s.metric(`sluice_git_requests_total{op="fetch"}`)-fetchB0
+	cpuIdle := cpuB1 - cpuB0
+	idleReady, _, _ := s.ready(ctx, "")
+
+	// (c) a push to one source repository, and its webhook: until the
+	// destination commit holds the change.
+	var lat []time.Duration
+	for p := 0; p < s.pushes; p++ {
+		r, a := p%s.repos, (p*7)%n
+		i := r*n + a
+		s.works[r].Write(map[string]string{fmt.Sprintf("app%02d/configmap.yaml", a): configMap(a, p+1)}).Commit(fmt.Sprintf("push %d", p))
+		s.works[r].Push("main")
+		body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, s.srcURLs[r])
+		t0 := time.Now()
+		if err := post("http://"+s.hook+"/hook/"+serveNS+"/hooks", body, map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + hmacHex(token, body)}); err != nil {
+			return fmt.Errorf("(c) push %d: %w", p, err)
+		}
+		want := fmt.Sprintf("v: '%d'", p+1)
+		path := fmt.Sprintf("%s:apps/%s/configmap-app%02d.yaml", s.branchOf(i), s.syncName(r, a), a)
+		for {
+			out, _ := exec.Command("git", "--git-dir", s.dstDir, "show", path).Output()
+			if strings.Contains(string(out), want) {
+				break
+			}
+			if time.Since(t0) > time.Minute {
+				return fmt.Errorf("(c) push %d: %s never held %q (see %s)", p, path, want, logf.Name())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+
+	// (d) the tag the first syncs follow moves; the registry notifies.
+	img, _ := random.Image(256, 1)
+	moved := s.reg.PushImage(s.tb, strings.TrimPrefix(s.tagOf(0), ""), img)
+	repoTag := strings.SplitN(s.tagOf(0), ":", 2)
+	note := fmt.Sprintf(`{"events":[{"action":"push","target":{"repository":%q,"tag":%q,"digest":%q},"request":{"host":%q}}]}`, repoTag[0], repoTag[1], moved, s.reg.Host)
+	t0 := time.Now()
+	if err := post("http://"+s.hook+"/hook/"+serveNS+"/hooks", note, map[string]string{"Authorization": "Bearer " + token}); err != nil {
+		return fmt.Errorf("(d): %w", err)
+	}
+	for {
+		_, pinned, err := s.ready(ctx, moved)
+		if err != nil {
+			return err
+		}
+		if pinned == s.followers {
+			break
+		}
+		if time.Since(t0) > 2*time.Minute {
+			return fmt.Errorf("(d): %d of %d re-pinned after 2 minutes", pinned, s.followers)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	repin := time.Since(t0)
+	cpuEnd, hwm := procStat(pid)
+
+	fmt.Printf("On a local kube-apiserver v1.37.2 with the loopback git server and registry: %d ManifestSyncs over %d source repositories and %d image tags, writing into %d branches of one destination repository; interval %s; the controller (`sluice serve`, --concurrent 4, --registry-rps 20) in its own process. GOMAXPROCS=%d.\n\n",
+		total, s.repos, s.tags, s.branches, s.interval, runtime.GOMAXPROCS(0))
+	fmt.Println("| measure | result | target |")
+	fmt.Println("|---|---:|---|")
+	fmt.Printf("| (a) applying %d syncs → all Ready | %s (created in %s; %d commits, %d git and %d registry requests; controller CPU %s) | < 60 s |\n",
+		total, round(allReady), round(applied), int(commitsA), gitAn, regAn, round(cpuA-cpu0))
+	fmt.Printf("| (a) baseline: `sluice hydrate` of the same syncs, cold, one run | %s (CPU %s, %d git requests) | |\n", round(cli.wall), round(cli.cpu), gitCLI)
+	fmt.Printf("| (a) controller / command line | %.2fx | |\n", float64(allReady)/float64(cli.wall))
+	fmt.Printf("| (b) one idle interval (%s): git requests | %d (%d ref advertisements, %d fetches) | ≤ 50 |\n", s.interval, gitBn, int(lsB), int(fetchB))
+	fmt.Printf("| (b) registry requests | %d | ≤ 200 |\n", regBn)
+	fmt.Printf("| (b) controller CPU | %s (%d renders; %d of %d still Ready) | ≤ 2 s |\n", round(cpuIdle), int(rendersB), idleReady, total)
+	fmt.Printf("| (c) push + webhook → destination commit, %d pushes | p50 %s, p95 %s, max %s | p50 < 2 s |\n", s.pushes, percentile(lat, 50), percentile(lat, 95), percentile(lat, 100))
+	fmt.Printf("| (d) moved tag + registry notification → %d syncs re-pinned | %s | |\n", s.followers, round(repin))
+	fmt.Printf("| (e) controller peak RSS | %d MiB (CPU over the whole run %s) | < 512 MiB |\n", hwm/1024, round(cpuEnd-cpu0))
+	return nil
+}
+
+func hmacHex(token, body string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte(body))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func post(url, body string, hdr map[string]string) error {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return fmt.Errorf("webhook: %d %s", resp.StatusCode, b.String())
+	}
+	return nil
+}
