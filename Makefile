@@ -49,6 +49,7 @@ bench: tools
 	$(GO) run ./bench apply
 	$(GO) run ./bench run
 	$(GO) run ./bench takeover
+	$(GO) run ./bench serve
 
 quickstart:
 	$(GO) run ./cmd/sluice hydrate -f examples/quickstart
