@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,8 +32,7 @@ type ImageReconciler struct {
 	allowBuilders bool
 	now           func() time.Time
 
-	mu       sync.Mutex
-	failures map[types.NamespacedName]int
+	attempts *attempts
 }
 
 // +kubebuilder:rbac:groups=sluice.dev,resources=images,verbs=get;list;watch;patch
@@ -73,14 +70,7 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	res, err := r.build(ctx, obj, img, interval)
 	key := client.ObjectKeyFromObject(obj)
-	r.mu.Lock()
-	if err != nil {
-		r.failures[key]++
-	} else {
-		delete(r.failures, key)
-	}
-	failures := r.failures[key]
-	r.mu.Unlock()
+	failures := r.attempts.record(key, err != nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctrl.Result{}, ctx.Err()
@@ -133,7 +123,8 @@ func (r *ImageReconciler) build(ctx context.Context, obj *v1alpha1.Image, img co
 		Credentials: func(_ config.Image, i int) *source.Credentials { return creds[i] }}
 	ctx = source.ContextWithMaxAge(ctx, interval)
 	ctx = registry.ContextWithMaxAge(ctx, interval)
-	if t, ok := requestedAt(obj, &obj.Status.ReconcileStatus, r.now()); ok {
+	asked, ok := requestedAt(obj, &obj.Status.ReconcileStatus, r.now())
+	if t := r.attempts.since(client.ObjectKeyFromObject(obj), asked, ok); !t.IsZero() {
 		ctx = source.ContextWithNotBefore(ctx, t)
 		ctx = registry.ContextWithNotBefore(ctx, t)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -208,7 +207,7 @@ func Run(ctx context.Context, o Options) error {
 	// reconcile request and a deletion are.
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
 	msr := &ManifestSyncReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, batch: batch, events: rec,
-		log: o.Log, allowLocal: o.AllowLocalRepos, now: o.Now, failures: map[types.NamespacedName]int{}, fresh: map[types.NamespacedName]time.Time{}}
+		log: o.Log, allowLocal: o.AllowLocalRepos, now: o.Now, attempts: newAttempts()}
 	// Many syncs wait on their batch at once: the batches, not the
 	// workers, bound the work.
 	if err := ctrl.NewControllerManagedBy(mgr).Named("manifestsync").For(&v1alpha1.ManifestSync{}, changed).
@@ -216,14 +215,14 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	ir := &ImageReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, events: rec, log: o.Log,
-		allowLocal: o.AllowLocalRepos, allowBuilders: o.AllowBuilders, now: o.Now, failures: map[types.NamespacedName]int{}}
+		allowLocal: o.AllowLocalRepos, allowBuilders: o.AllowBuilders, now: o.Now, attempts: newAttempts()}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("image").For(&v1alpha1.Image{}, changed).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrent}).Complete(ir); err != nil {
 		return err
 	}
 	base := batch.base
 	rcr := &RepoConfigReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, base: base, events: rec, log: o.Log,
-		allowLocal: o.AllowLocalRepos, allowBuilders: o.AllowBuilders, now: o.Now, failures: map[types.NamespacedName]int{}}
+		allowLocal: o.AllowLocalRepos, allowBuilders: o.AllowBuilders, now: o.Now, attempts: newAttempts()}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("repoconfig").For(&v1alpha1.RepoConfig{}, changed).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrent}).Complete(rcr); err != nil {
 		return err

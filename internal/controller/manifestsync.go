@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,11 +39,7 @@ type ManifestSyncReconciler struct {
 	allowLocal bool
 	now        func() time.Time
 
-	mu       sync.Mutex
-	failures map[types.NamespacedName]int
-	// fresh holds, until a reconcile succeeds, the moment a request asked
-	// for: its retries read what the remotes hold since then too.
-	fresh map[types.NamespacedName]time.Time
+	attempts *attempts
 }
 
 // +kubebuilder:rbac:groups=sluice.dev,resources=manifestsyncs,verbs=get;list;watch;update;patch
@@ -99,12 +93,8 @@ func (r *ManifestSyncReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 	j := &job{ms: ms}
-	r.mu.Lock()
-	if t, ok := requestedAt(obj, &obj.Status.ReconcileStatus, r.now()); ok {
-		r.fresh[req.NamespacedName] = t
-	}
-	j.notBefore = r.fresh[req.NamespacedName]
-	r.mu.Unlock()
+	asked, ok := requestedAt(obj, &obj.Status.ReconcileStatus, r.now())
+	j.notBefore = r.attempts.since(req.NamespacedName, asked, ok)
 	res, err := r.credentials(ctx, obj, j)
 	if err == nil {
 		res, err = r.batch.submit(ctx, j)
@@ -144,15 +134,7 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 	if err != nil && ctx.Err() != nil {
 		return ctrl.Result{}, ctx.Err() // shutting down: the next leader redoes it
 	}
-	r.mu.Lock()
-	if err != nil {
-		r.failures[key]++
-	} else {
-		delete(r.failures, key)
-		delete(r.fresh, key)
-	}
-	failures := r.failures[key]
-	r.mu.Unlock()
+	failures := r.attempts.record(key, err != nil)
 
 	after := interval
 	var reason, msg string

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,8 +38,7 @@ type RepoConfigReconciler struct {
 	allowBuilders bool
 	now           func() time.Time
 
-	mu       sync.Mutex
-	failures map[types.NamespacedName]int
+	attempts *attempts
 }
 
 // +kubebuilder:rbac:groups=sluice.dev,resources=repoconfigs,verbs=get;list;watch;patch
@@ -79,7 +76,8 @@ func (r *RepoConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	ctx = source.ContextWithMaxAge(ctx, interval)
 	ctx = registry.ContextWithMaxAge(ctx, interval)
-	if t, ok := requestedAt(obj, &st.ReconcileStatus, r.now()); ok {
+	asked, ok := requestedAt(obj, &st.ReconcileStatus, r.now())
+	if t := r.attempts.since(client.ObjectKeyFromObject(obj), asked, ok); !t.IsZero() {
 		ctx = source.ContextWithNotBefore(ctx, t)
 		ctx = registry.ContextWithNotBefore(ctx, t)
 	}
@@ -88,14 +86,7 @@ func (r *RepoConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		err = rep.Err()
 	}
 	key := client.ObjectKeyFromObject(obj)
-	r.mu.Lock()
-	if err != nil {
-		r.failures[key]++
-	} else {
-		delete(r.failures, key)
-	}
-	failures := r.failures[key]
-	r.mu.Unlock()
+	failures := r.attempts.record(key, err != nil)
 	if err != nil && ctx.Err() != nil {
 		return ctrl.Result{}, ctx.Err()
 	}

@@ -2,10 +2,12 @@ package controller
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"sluice.dev/sluice/api/v1alpha1"
 )
@@ -89,4 +91,42 @@ func backoff(n int, interval time.Duration) time.Duration {
 		d *= 2
 	}
 	return min(d, interval)
+}
+
+// attempts remembers, per resource, its failures in a row (for the
+// backoff) and the moment a reconcile request asked for, until a
+// reconcile succeeds: the retries of a request read what the remotes hold
+// since it too.
+type attempts struct {
+	mu       sync.Mutex
+	failures map[types.NamespacedName]int
+	fresh    map[types.NamespacedName]time.Time
+}
+
+func newAttempts() *attempts {
+	return &attempts{failures: map[types.NamespacedName]int{}, fresh: map[types.NamespacedName]time.Time{}}
+}
+
+// since is the moment a reconcile must read the remotes since: a new
+// request's (asked), or the last one not yet satisfied; zero for none.
+func (a *attempts) since(key types.NamespacedName, t time.Time, asked bool) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if asked {
+		a.fresh[key] = t
+	}
+	return a.fresh[key]
+}
+
+// record notes a reconcile's outcome and returns the failures in a row.
+func (a *attempts) record(key types.NamespacedName, failed bool) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !failed {
+		delete(a.failures, key)
+		delete(a.fresh, key)
+		return 0
+	}
+	a.failures[key]++
+	return a.failures[key]
 }

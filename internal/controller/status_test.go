@@ -1,0 +1,65 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+func TestRequestedAtReadsWhatPeopleAndWebhooksWrite(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		value, handled string
+		want           time.Time
+		asked          bool
+	}{
+		{"", "", time.Time{}, false},
+		{"1796292000", "", time.Unix(1796292000, 0), true},                                    // date +%s
+		{"2026-12-03T09:59:00.5Z", "", time.Date(2026, 12, 3, 9, 59, 0, 5e8, time.UTC), true}, // a webhook's
+		{"2026-12-03T11:00:00Z", "", now, true},                                               // a clock ahead: now
+		{"whenever", "", now, true},                                                           // no time at all: now
+		{"1796292000", "1796292000", time.Time{}, false},                                      // handled already
+	} {
+		obj := &metav1.ObjectMeta{}
+		if c.value != "" {
+			obj.Annotations = map[string]string{v1alpha1.ReconcileRequestAnnotation: c.value}
+		}
+		got, asked := requestedAt(obj, &v1alpha1.ReconcileStatus{LastHandledReconcileAt: c.handled}, now)
+		if asked != c.asked || !got.Equal(c.want) {
+			t.Errorf("requestedAt(%q, handled %q) = %v, %v; want %v, %v", c.value, c.handled, got, asked, c.want, c.asked)
+		}
+	}
+}
+
+func TestBackoffDoublesUpToTheInterval(t *testing.T) {
+	for n, want := range map[int]time.Duration{1: 5 * time.Second, 2: 10 * time.Second, 3: 20 * time.Second, 5: 80 * time.Second, 9: 5 * time.Minute} {
+		if got := backoff(n, 5*time.Minute); got != want {
+			t.Errorf("backoff(%d) = %s, want %s", n, got, want)
+		}
+	}
+	if got := backoff(4, 10*time.Second); got != 10*time.Second {
+		t.Errorf("backoff past a short interval = %s", got)
+	}
+}
+
+func TestAttemptsKeepARequestUntilItSucceeds(t *testing.T) {
+	a := newAttempts()
+	k := types.NamespacedName{Namespace: "n", Name: "s"}
+	at := time.Unix(100, 0)
+	if got := a.since(k, at, true); !got.Equal(at) {
+		t.Fatalf("a new request: %v", got)
+	}
+	if a.record(k, true) != 1 || a.record(k, true) != 2 {
+		t.Fatal("failures in a row are not counted")
+	}
+	if got := a.since(k, time.Time{}, false); !got.Equal(at) {
+		t.Errorf("a retry forgot the request: %v", got)
+	}
+	if a.record(k, false) != 0 || !a.since(k, time.Time{}, false).IsZero() {
+		t.Error("a success did not clear the request and the failures")
+	}
+}
