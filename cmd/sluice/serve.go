@@ -57,20 +57,20 @@ resources a push concerns at once.`,
 			if err != nil {
 				return &usageError{err}
 			}
+			lim, err := f.engine.limits.limits()
+			if err != nil {
+				return &usageError{err}
+			}
+			dir, err := f.engine.dir()
+			if err != nil {
+				return exit(2, err)
+			}
 			cfg, err := cluster.RESTConfig(cluster.ConnectOptions{Kubeconfig: f.kube.kubeconfig, Context: f.kube.context})
 			if err != nil {
 				return exit(2, err)
 			}
 			cfg.QPS, cfg.Burst = f.qps, f.burst
 			cfg.UserAgent = "sluice-controller/" + sluiceVersion()
-			dir, err := f.engine.dir()
-			if err != nil {
-				return exit(2, err)
-			}
-			lim, err := f.engine.limits.limits()
-			if err != nil {
-				return &usageError{err}
-			}
 			err = controller.Run(cmd.Context(), controller.Options{
 				Config: cfg, CacheDir: filepath.Join(dir, "controller"), Concurrent: f.concurrent, RegistryRPS: f.registryRPS,
 				Insecure: f.engine.insecure, Limits: lim, AllowLocalRepos: f.allowLocal, AllowBuilders: f.allowBuilders,
