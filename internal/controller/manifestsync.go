@@ -131,8 +131,8 @@ func (r *ManifestSyncReconciler) credentials(ctx context.Context, obj *v1alpha1.
 // commit, a lock or a failure, and says when to come back.
 func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.ManifestSync, res hydrate.Result, err error, interval time.Duration, log *slog.Logger) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(obj)
-	if err != nil && ctx.Err() != nil {
-		return ctrl.Result{}, ctx.Err() // shutting down: the next leader redoes it
+	if err != nil && (ctx.Err() != nil || r.batch.ctx.Err() != nil) {
+		return ctrl.Result{}, nil // shutting down: the next leader redoes it
 	}
 	failures := r.attempts.record(key, err != nil)
 
