@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -56,8 +57,11 @@ func TestGiteaPushWebhook(t *testing.T) {
 		}
 		return ""
 	})
-	ms := e.sync("web")
-	if ms.Status.Source.Commit != w.Head() {
-		t.Errorf("status.source.commit %s, want %s", ms.Status.Source.Commit, w.Head())
-	}
+	// The status follows the push that landed (it is written just after).
+	e.eventually(10*time.Second, func() string {
+		if got := e.sync("web").Status.Source.Commit; got != w.Head() {
+			return fmt.Sprintf("status.source.commit %s, want %s", got, w.Head())
+		}
+		return ""
+	})
 }
