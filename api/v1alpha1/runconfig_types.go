@@ -22,6 +22,12 @@ const (
 	RunModeVersion = "version"
 )
 
+// The pauses of a replace session.
+const (
+	RunPauseObject = "object"
+	RunPauseOwner  = "owner"
+)
+
 // RunConfigSpec mirrors the flags of `sluice run`.
 type RunConfigSpec struct {
 	// Path is the directory to render, relative to this file. With Repo,
@@ -35,6 +41,10 @@ type RunConfigSpec struct {
 	Session string `json:"session,omitempty"`
 	// Mode is replace (the default) or version.
 	Mode string `json:"mode,omitempty"`
+	// Pause is how much of GitOps a replace session pauses: object (the
+	// default: only the objects it changes, where the owner's controller
+	// honours that, else the owner) or owner (every owner suspended).
+	Pause string `json:"pause,omitempty"`
 	// Values are values files for a chart, relative to this file; without
 	// them a chart takes the values of the HelmRelease that deploys it.
 	Values []string `json:"values,omitempty"`
@@ -66,5 +76,8 @@ func (r *RunConfig) Default() {
 	}
 	if r.Spec.Mode == "" {
 		r.Spec.Mode = RunModeReplace
+	}
+	if r.Spec.Pause == "" {
+		r.Spec.Pause = RunPauseObject
 	}
 }

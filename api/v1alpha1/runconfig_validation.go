@@ -14,6 +14,9 @@ func (r *RunConfig) Validate() field.ErrorList {
 	if s.Mode != RunModeReplace && s.Mode != RunModeVersion {
 		errs = append(errs, field.NotSupported(p.Child("mode"), s.Mode, []string{RunModeReplace, RunModeVersion}))
 	}
+	if s.Pause != RunPauseObject && s.Pause != RunPauseOwner {
+		errs = append(errs, field.NotSupported(p.Child("pause"), s.Pause, []string{RunPauseObject, RunPauseOwner}))
+	}
 	if s.Session != "" {
 		for _, msg := range validation.IsDNS1123Label(s.Session) {
 			errs = append(errs, field.Invalid(p.Child("session"), s.Session, msg))

@@ -31,6 +31,7 @@ type runFlags struct {
 	file               string
 	session            string
 	mode               string
+	pause              string
 	values             []string
 	helmRelease        string
 	repo               string
@@ -81,7 +82,8 @@ deploys is rendered with that HelmRelease's values unless --values is given.`,
 	f.limits.add(fl)
 	fl.StringVarP(&f.file, "filename", "f", "", "a RunConfig file holding these settings (flags override it)")
 	fl.StringVar(&f.session, "session", "", "the session's name on the cluster (default: USER-DIRNAME)")
-	fl.StringVar(&f.mode, "mode", "replace", "replace: apply over the workload, suspending its GitOps owners; version: run beside it in NAMESPACE-SESSION")
+	fl.StringVar(&f.mode, "mode", "replace", "replace: apply over the workload, pausing its GitOps owners; version: run beside it in NAMESPACE-SESSION")
+	fl.StringVar(&f.pause, "pause", "object", "object: pause only the objects the session changes where the owner's controller honours it (a Flux Kustomization), else the owner; owner: suspend every owner")
 	fl.StringArrayVar(&f.values, "values", nil, "a values file for a chart (repeatable); without it, the HelmRelease's values")
 	fl.StringVar(&f.helmRelease, "helm-release", "", "the HelmRelease (NAMESPACE/NAME) whose values a chart renders with (default: the one deploying it)")
 	fl.StringVar(&f.repo, "repo", "", "run on a temporary checkout of this repository (with --ref), PATH inside it")
@@ -124,6 +126,7 @@ func (f *runFlags) fromConfig(cmd *cobra.Command, args []string) ([]string, erro
 	str("context", &f.kube.context, sp.Context)
 	str("session", &f.session, sp.Session)
 	str("mode", &f.mode, sp.Mode)
+	str("pause", &f.pause, sp.Pause)
 	str("helm-release", &f.helmRelease, sp.HelmRelease)
 	str("repo", &f.repo, sp.Repo)
 	str("ref", &f.ref, sp.Ref)
@@ -213,7 +216,7 @@ func (f *runFlags) run(cmd *cobra.Command, s Streams, args []string) error {
 	p := &runPrinter{out: s.Out, err: s.Err, json: f.output == "json"}
 	o := session.RunOptions{
 		Session: session.Options{
-			Name: name, Mode: session.Mode(f.mode), Namespace: f.kube.namespace,
+			Name: name, Mode: session.Mode(f.mode), Pause: session.Pause(f.pause), Namespace: f.kube.namespace,
 			AllowClusterScoped: f.allowClusterScoped, Steal: f.steal, Handoff: f.handoff,
 			LeaseDuration: f.leaseDuration,
 		},
@@ -427,9 +430,12 @@ func restorationLine(r *session.Restoration) string {
 	}
 	add("deleted", r.Deleted)
 	add("restored", r.Restored)
-	add("resumed", r.Resumed)
+	add("handed back", r.Resumed)
 	add("kept for GitOps", r.Kept)
-	if len(parts) == 0 {
+	switch {
+	case len(parts) == 0 && r.BySession:
+		parts = append(parts, "it put the cluster back itself")
+	case len(parts) == 0:
 		parts = append(parts, "nothing to put back")
 	}
 	line := fmt.Sprintf("session %s ended: %s", r.Session, strings.Join(parts, "; "))

@@ -42,7 +42,16 @@ func newRunListCmd(s Streams) *cobra.Command {
 			for _, in := range infos {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s ago\t%s\n", in.Name, in.Holder, in.Started.Local().Format(time.DateTime), in.Path, dash(in.Branch), in.Mode, in.Heartbeat, in.State)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			// What each session pauses, and how: a line per owner.
+			for _, in := range infos {
+				for _, p := range in.Paused {
+					fmt.Fprintf(s.Out, "%s pauses %s\n", in.Name, p)
+				}
+			}
+			return nil
 		},
 	}
 	kube.addConnection(cmd.Flags())

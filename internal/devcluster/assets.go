@@ -73,7 +73,7 @@ func sourceRoot(dir string) (string, error) {
 var crdModules = []struct{ module, version, dir string }{
 	{"github.com/fluxcd/kustomize-controller", "v1.9.6", "config/crd/bases"},
 	{"github.com/fluxcd/source-controller", "v1.9.6", "config/crd/bases"},
-	{"github.com/fluxcd/helm-controller", "v1.6.0", "config/crd/bases"},
+	{"github.com/fluxcd/helm-controller", "v1.6.4", "config/crd/bases"},
 	{"github.com/argoproj/argo-cd/v3", "v3.5.7", "manifests/crds"},
 }
 

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -22,6 +23,11 @@ const (
 	annotationStarted = "sluice.dev/started"
 	annotationState   = "sluice.dev/state"
 	annotationStop    = "sluice.dev/stop-requested-by"
+	// annotationPaused lists, a line each, what the session pauses.
+	annotationPaused = "sluice.dev/paused"
+	// annotationRestored is what a session stopped from elsewhere put
+	// back, for the process that asked (which then deletes the Lease).
+	annotationRestored = "sluice.dev/restored"
 )
 
 // States of a session.
@@ -29,6 +35,9 @@ const (
 	StateActive    = "active"
 	StateStale     = "stale"
 	StateRestoring = "restoring"
+	// StateEnded: restored, its report waiting for whoever asked it to
+	// stop.
+	StateEnded = "ended"
 )
 
 // errLost says another process took the session's Lease: someone restored
@@ -128,6 +137,44 @@ func takeLease(ctx context.Context, c client.Client, live *coordinationv1.Lease,
 	return &lease{c: c, obj: obj, identity: identity}, nil
 }
 
+// report leaves what the session put back on its Lease, for the process
+// that asked it to stop, and waits (at most wait) for that process to take
+// it, deleting the Lease.
+func (l *lease) report(ctx context.Context, r *Restoration, wait time.Duration) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	obj := l.obj.DeepCopy()
+	l.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if obj.Annotations == nil {
+			obj.Annotations = map[string]string{}
+		}
+		obj.Annotations[annotationState] = StateEnded
+		obj.Annotations[annotationRestored] = string(data)
+		err := l.c.Update(ctx, obj)
+		if apierrors.IsConflict(err) && attempt < 5 {
+			if err := l.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
+	}
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var live coordinationv1.Lease
+		if err := l.c.Get(ctx, client.ObjectKeyFromObject(obj), &live); apierrors.IsNotFound(err) {
+			return nil
+		}
+	}
+	return nil
+}
+
 func (l *lease) release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -148,6 +195,9 @@ func holder(l *coordinationv1.Lease) string {
 // leaseState is active while the holder renews, stale once a whole lease
 // duration passed without a heartbeat, restoring while being restored.
 func leaseState(l *coordinationv1.Lease, now time.Time) string {
+	if l.Annotations[annotationState] == StateEnded {
+		return StateEnded
+	}
 	if l.Annotations[annotationState] == StateRestoring && !expired(l, now) {
 		return StateRestoring
 	}

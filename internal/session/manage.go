@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -27,7 +29,9 @@ type Info struct {
 	// State is active, stale (the heartbeat stopped: the process was
 	// killed, the laptop closed) or restoring.
 	State string `json:"state"`
-	lease *coordinationv1.Lease
+	// Paused says, per owner, what the session pauses and how.
+	Paused []string `json:"paused,omitempty"`
+	lease  *coordinationv1.Lease
 }
 
 func infoOf(l *coordinationv1.Lease, now time.Time) Info {
@@ -36,6 +40,9 @@ func infoOf(l *coordinationv1.Lease, now time.Time) Info {
 		Name: l.Labels[labelSession], Holder: holder(l), Started: started,
 		Path: l.Annotations[annotationPath], Branch: l.Annotations[annotationBranch], Mode: Mode(l.Annotations[annotationMode]),
 		State: leaseState(l, now), lease: l,
+	}
+	if p := l.Annotations[annotationPaused]; p != "" {
+		in.Paused = strings.Split(p, "\n")
 	}
 	if l.Spec.RenewTime != nil {
 		in.Heartbeat = now.Sub(l.Spec.RenewTime.Time).Truncate(time.Second)
@@ -52,7 +59,9 @@ func List(ctx context.Context, c *cluster.Client) ([]Info, error) {
 	now := time.Now()
 	out := make([]Info, 0, len(leases.Items))
 	for i := range leases.Items {
-		out = append(out, infoOf(&leases.Items[i], now))
+		if in := infoOf(&leases.Items[i], now); in.State != StateEnded {
+			out = append(out, in)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -86,14 +95,17 @@ func (s *Session) Stop(ctx context.Context) (*Restoration, error) {
 	// that is restoring itself for a stale one.
 	defer s.stopHeartbeat()
 	s.setSummary(annotationState, StateRestoring)
-	if _, err := s.lease.renew(ctx, s.summaryCopy()); errors.Is(err, errLost) {
+	by, err := s.lease.renew(ctx, s.summaryCopy())
+	if by != "" {
+		s.stopAsked.Store(true)
+	}
+	if errors.Is(err, errLost) {
 		return nil, fmt.Errorf("session %s was restored by another process meanwhile", s.o.Name)
 	}
 	if err := s.store.write(ctx, s.rec); err != nil {
 		return nil, err
 	}
 	var r *Restoration
-	var err error
 	if s.o.Handoff {
 		r, err = handOver(ctx, s.c, s.rec)
 	} else {
@@ -103,7 +115,18 @@ func (s *Session) Stop(ctx context.Context) (*Restoration, error) {
 		return r, err
 	}
 	s.stopHeartbeat()
-	return r, forget(ctx, s.store, s.lease)
+	if err := s.store.remove(ctx); err != nil {
+		return r, fmt.Errorf("deleting the record of session %s: %w", s.o.Name, err)
+	}
+	if s.stopAsked.Load() {
+		// The process that asked waits for this report, and deletes the
+		// Lease when it has it.
+		s.lease.report(ctx, r, 5*time.Second)
+	}
+	if err := s.lease.release(ctx); err != nil {
+		return r, fmt.Errorf("deleting the lease of session %s: %w", s.o.Name, err)
+	}
+	return r, nil
 }
 
 func (s *Session) stopHeartbeat() {
@@ -169,10 +192,23 @@ func StopSession(ctx context.Context, c *cluster.Client, name string, o StopOpti
 			}
 			in, err = Get(ctx, c, name)
 			if errors.Is(err, ErrNoSession) {
-				return &Restoration{Session: name}, nil // it restored itself
+				// It restored itself, and left no report (a Sluice of
+				// before reports).
+				return &Restoration{Session: name, BySession: true}, nil
 			}
 			if err != nil {
 				return nil, err
+			}
+			if in.State == StateEnded {
+				r := &Restoration{}
+				if err := json.Unmarshal([]byte(in.lease.Annotations[annotationRestored]), r); err != nil {
+					r = &Restoration{Session: name}
+				}
+				r.BySession = true
+				if err := c.Kube().Delete(ctx, in.lease); err != nil && !apierrors.IsNotFound(err) {
+					return r, fmt.Errorf("deleting the lease of session %s: %w", name, err)
+				}
+				return r, nil
 			}
 			if in.State == StateStale {
 				break

@@ -36,15 +36,6 @@ const (
 	annotationArgoRefresh   = "argocd.argoproj.io/refresh"
 )
 
-// suspendField is the path of the setting that pauses an owner, and the
-// value that does (nil: the field removed).
-func suspendField(kind string) ([]string, any) {
-	if kind == argoApplication.Kind {
-		return []string{"spec", "syncPolicy", "automated"}, nil
-	}
-	return []string{"spec", "suspend"}, true
-}
-
 // owners finds the GitOps objects that own a live object, from the labels
 // and annotations Flux and Argo CD put on what they apply.
 func (s *Session) owners(ctx context.Context, live *unstructured.Unstructured) ([]cluster.Ref, error) {
@@ -129,14 +120,17 @@ func getRef(ctx context.Context, c client.Client, ref cluster.Ref) (*unstructure
 	return u, nil
 }
 
-// priorOf reads what an owner's setting was before any session suspended
+// priorOf reads what an owner's setting was before any session paused
 // it: from the owner's bookkeeping when another session holds it, else as
 // it is now.
-func priorOf(u *unstructured.Unstructured) json.RawMessage {
+func priorOf(u *unstructured.Unstructured, how How) json.RawMessage {
+	if how == HowObjects {
+		return nil
+	}
 	if p := u.GetAnnotations()[annotationPrior]; p != "" {
 		return json.RawMessage(p)
 	}
-	path, _ := suspendField(u.GetKind())
+	path, _ := pauseField(how, u.GetKind())
 	v, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...)
 	if !found {
 		return json.RawMessage("null")
@@ -146,32 +140,44 @@ func priorOf(u *unstructured.Unstructured) json.RawMessage {
 }
 
 // suspend pauses an owner for the session and adds the session to those
-// holding it.
-func suspend(ctx context.Context, c client.Client, ref cluster.Ref, session string, prior json.RawMessage) error {
-	u, err := getRef(ctx, c, ref)
+// holding it; where a parent applies the owner from git, the owner is
+// marked for the parent to leave it alone. Objects-paused owners are left
+// as they are: their objects carry the mark.
+func suspend(ctx context.Context, c client.Client, o Owner, session string) error {
+	if o.How == HowObjects {
+		return nil
+	}
+	u, err := getRef(ctx, c, o.Ref)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("suspending %s: %w", ref.Subject(), err)
+		return fmt.Errorf("pausing %s: %w", o.Ref.Subject(), err)
 	}
 	holders := splitNames(u.GetAnnotations()[annotationSuspendedBy])
 	if !slices.Contains(holders, session) {
 		holders = append(holders, session)
 	}
-	path, value := suspendField(ref.Kind)
-	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+	annotations := map[string]any{
 		annotationSuspendedBy: strings.Join(holders, ","),
-		annotationPrior:       string(prior),
-	}}}
+		annotationPrior:       string(o.Prior),
+	}
+	patch := map[string]any{"metadata": map[string]any{"annotations": annotations}}
+	if o.Parent != nil && u.GetAnnotations()[annotationFluxDisabled] != fluxDisabled {
+		annotations[annotationFluxDisabled] = fluxDisabled
+		annotations[annotationMarkedBy] = "true"
+	}
+	path, value := pauseField(o.How, o.Ref.Kind)
 	if cur, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...); found != (value != nil) || value != nil && !reflect.DeepEqual(cur, value) {
 		setPath(patch, path, value)
 	}
-	return mergePatch(ctx, c, u, patch, "suspending")
+	return mergePatch(ctx, c, u, patch, "pausing")
 }
 
 // resume takes the session off an owner's holders; the last one out puts
-// the owner's setting back as it was, and asks its tool to reconcile now.
+// the owner's setting back as it was, takes Sluice's mark off it, and asks
+// its tool (and the parent applying it) to reconcile now. An owner whose
+// objects were marked is only asked to reconcile.
 func resume(ctx context.Context, c client.Client, o Owner, session string) error {
 	u, err := getRef(ctx, c, o.Ref)
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
@@ -179,6 +185,12 @@ func resume(ctx context.Context, c client.Client, o Owner, session string) error
 	}
 	if err != nil {
 		return fmt.Errorf("resuming %s: %w", o.Ref.Subject(), err)
+	}
+	annotations := map[string]any{}
+	patch := map[string]any{"metadata": map[string]any{"annotations": annotations}}
+	if o.How == HowObjects {
+		annotations[annotationFluxReconcile] = time.Now().UTC().Format(time.RFC3339Nano)
+		return mergePatch(ctx, c, u, patch, "handing back")
 	}
 	holders := splitNames(u.GetAnnotations()[annotationSuspendedBy])
 	i := slices.Index(holders, session)
@@ -188,8 +200,6 @@ func resume(ctx context.Context, c client.Client, o Owner, session string) error
 	if i >= 0 {
 		holders = slices.Delete(holders, i, i+1)
 	}
-	annotations := map[string]any{}
-	patch := map[string]any{"metadata": map[string]any{"annotations": annotations}}
 	if len(holders) > 0 {
 		annotations[annotationSuspendedBy] = strings.Join(holders, ",")
 		return mergePatch(ctx, c, u, patch, "resuming")
@@ -202,18 +212,34 @@ func resume(ctx context.Context, c client.Client, o Owner, session string) error
 	if err := json.Unmarshal(prior, &value); err != nil {
 		return fmt.Errorf("resuming %s: prior setting %s: %w", o.Ref.Subject(), prior, err)
 	}
-	path, _ := suspendField(o.Ref.Kind)
+	path, _ := pauseField(o.How, o.Ref.Kind)
 	if cur, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...); found != (value != nil) || value != nil && !reflect.DeepEqual(cur, value) {
 		setPath(patch, path, value)
 	}
 	annotations[annotationSuspendedBy] = nil
 	annotations[annotationPrior] = nil
+	if u.GetAnnotations()[annotationMarkedBy] != "" {
+		annotations[annotationMarkedBy] = nil
+		annotations[annotationFluxDisabled] = nil
+	}
 	if o.Ref.Kind == argoApplication.Kind {
 		annotations[annotationArgoRefresh] = "normal"
 	} else {
 		annotations[annotationFluxReconcile] = time.Now().UTC().Format(time.RFC3339Nano)
 	}
-	return mergePatch(ctx, c, u, patch, "resuming")
+	if err := mergePatch(ctx, c, u, patch, "resuming"); err != nil {
+		return err
+	}
+	if o.Parent != nil {
+		// The parent applies git's version of the owner now, rather than at
+		// its next interval.
+		p, err := getRef(ctx, c, *o.Parent)
+		if err == nil {
+			return mergePatch(ctx, c, p, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+				annotationFluxReconcile: time.Now().UTC().Format(time.RFC3339Nano)}}}, "handing back")
+		}
+	}
+	return nil
 }
 
 func mergePatch(ctx context.Context, c client.Client, u *unstructured.Unstructured, patch map[string]any, verb string) error {

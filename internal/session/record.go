@@ -59,12 +59,23 @@ type Saved struct {
 	Object json.RawMessage `json:"object"`
 }
 
-// Owner is a GitOps object the session suspended.
+// Owner is a GitOps object the session paused.
 type Owner struct {
 	Ref cluster.Ref `json:"ref"`
-	// Prior is the owner's setting before any session suspended it: Flux's
-	// spec.suspend, Argo CD's spec.syncPolicy.automated; null when unset.
+	// How is how it is paused; empty in records of earlier versions,
+	// which suspended every owner.
+	How How `json:"how,omitempty"`
+	// Why says why this way, when it is not the narrowest.
+	Why string `json:"why,omitempty"`
+	// Prior is the owner's setting before any session paused it: Flux's
+	// spec.suspend, Argo CD's spec.syncPolicy.automated or its
+	// skip-reconcile annotation; null when unset. None for HowObjects.
 	Prior json.RawMessage `json:"prior"`
+	// Objects are the owner's objects the session marked (HowObjects).
+	Objects []cluster.Ref `json:"objects,omitempty"`
+	// Parent is the Flux Kustomization that applies the owner from git,
+	// kept off it meanwhile by the owner's reconcile: disabled mark.
+	Parent *cluster.Ref `json:"parent,omitempty"`
 }
 
 // knows reports whether the record already accounts for the object.
@@ -86,7 +97,22 @@ func (r *Record) saved(ref cluster.Ref) *Saved {
 }
 
 func (r *Record) owner(ref cluster.Ref) bool {
-	return slices.ContainsFunc(r.Owners, func(o Owner) bool { return sameObject(o.Ref, ref) })
+	return r.ownerIndex(ref) >= 0
+}
+
+func (r *Record) ownerIndex(ref cluster.Ref) int {
+	return slices.IndexFunc(r.Owners, func(o Owner) bool { return sameObject(o.Ref, ref) })
+}
+
+// marked reports whether the session marks the object for its owner's
+// controller to leave alone.
+func (r *Record) marked(ref cluster.Ref) bool {
+	for _, o := range r.Owners {
+		if o.How == HowObjects && slices.ContainsFunc(o.Objects, func(c cluster.Ref) bool { return sameObject(c, ref) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // sameObject compares refs regardless of API version.

@@ -30,6 +30,9 @@ type Restoration struct {
 	// Skipped says which objects were left alone, and why (another session
 	// holds them now).
 	Skipped []string `json:"skipped,omitempty"`
+	// BySession says the session put things back itself, asked to stop
+	// from elsewhere.
+	BySession bool `json:"bySession,omitempty"`
 }
 
 // restore puts back everything a session's record says it changed:
@@ -132,7 +135,11 @@ func restoreObject(ctx context.Context, kube client.Client, sv Saved, heldByOthe
 				}
 				return false, fmt.Errorf("recreating %s: %w", sv.Ref.Subject(), err)
 			}
-			return true, nil
+			// A create makes its client the manager of every field: the
+			// managed fields go back to what they were, so that the tool
+			// that applied the object (Flux, Helm) owns it again and can
+			// still remove a field from it.
+			return true, resetManagedFields(ctx, kube, obj, want)
 		case err != nil:
 			return false, fmt.Errorf("reading %s: %w", sv.Ref.Subject(), err)
 		}

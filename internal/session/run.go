@@ -323,6 +323,10 @@ func (l *loop) run(ctx context.Context) (string, error) {
 			return "stop requested by " + by, nil
 		case err := <-l.s.Lost():
 			return "", err
+		case why := <-l.s.Reverted():
+			// Someone took the owner back: fighting its controller would
+			// flap the cluster, so the session ends.
+			return "a pause stopped holding: " + why, nil
 		case err := <-l.w.Errors():
 			return "", fmt.Errorf("watching %s: %w", l.root, err)
 		case ch = <-l.w.Changes():

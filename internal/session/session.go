@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -45,6 +46,9 @@ type Options struct {
 	// Handoff makes Stop keep the objects for GitOps to adopt instead of
 	// restoring; it refuses a workload a GitOps tool owns.
 	Handoff bool `json:"handoff,omitempty"`
+	// Pause is how much of GitOps the session pauses: PauseObject (the
+	// default, the narrowest that holds) or PauseOwner.
+	Pause Pause `json:"pause,omitempty"`
 	// Path, Repo and Ref describe the source, for the record.
 	Path string `json:"path,omitempty"`
 	Repo string `json:"repo,omitempty"`
@@ -62,6 +66,9 @@ type Options struct {
 func (o *Options) defaults(c *cluster.Client) {
 	if o.Mode == "" {
 		o.Mode = Replace
+	}
+	if o.Pause == "" {
+		o.Pause = PauseObject
 	}
 	if o.Namespace == "" {
 		o.Namespace = c.Namespace
@@ -113,12 +120,19 @@ type Session struct {
 	summaryMu sync.Mutex
 	summary   map[string]string
 
-	stopOnce sync.Once
-	stopBy   chan string
-	lostOnce sync.Once
-	lost     chan error
-	hbCancel context.CancelFunc
-	hbDone   chan struct{}
+	stopOnce  sync.Once
+	stopBy    chan string
+	stopAsked atomic.Bool
+	// pauses is what the heartbeat checks still holds: the record's
+	// owners as last written.
+	pauses       atomic.Pointer[[]Owner]
+	revertedOnce sync.Once
+	reverted     chan string
+	lastCheck    time.Time
+	lostOnce     sync.Once
+	lost         chan error
+	hbCancel     context.CancelFunc
+	hbDone       chan struct{}
 }
 
 // Start registers a new session on the cluster: its Lease (refused when a
@@ -132,13 +146,16 @@ func Start(ctx context.Context, c *cluster.Client, o Options) (*Session, error) 
 	if o.Mode != Replace && o.Mode != Version {
 		return nil, fmt.Errorf("mode %q: must be replace or version", o.Mode)
 	}
+	if o.Pause != PauseObject && o.Pause != PauseOwner {
+		return nil, fmt.Errorf("pause %q: must be object or owner", o.Pause)
+	}
 	if err := ensureSystemNamespace(ctx, c); err != nil {
 		return nil, err
 	}
 	s := &Session{
 		c: c, o: o, identity: fmt.Sprintf("%s pid %d", o.Holder, os.Getpid()),
 		store:  &store{c: c.Kube(), name: o.Name},
-		stopBy: make(chan string, 1), lost: make(chan error, 1),
+		stopBy: make(chan string, 1), lost: make(chan error, 1), reverted: make(chan string, 1),
 		rec: &Record{Name: o.Name, Holder: o.Holder, PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Second),
 			Mode: o.Mode, Path: o.Path, Repo: o.Repo, Ref: o.Ref},
 	}
@@ -187,9 +204,45 @@ func (s *Session) heartbeat(ctx context.Context) {
 			return
 		}
 		if by != "" {
+			s.stopAsked.Store(true)
 			s.stopOnce.Do(func() { s.stopBy <- by })
 		}
+		s.checkPauses(ctx)
 	}
+}
+
+// checkPauses verifies that every pause still holds (a parent applying git,
+// an ApplicationSet or a person may put an owner's setting back); the
+// first that does not is delivered by Reverted.
+func (s *Session) checkPauses(ctx context.Context) {
+	owners := s.pauses.Load()
+	if owners == nil {
+		return
+	}
+	for _, o := range *owners {
+		why, err := held(ctx, s, o)
+		if err != nil || why == "" {
+			continue // unreadable now: the next heartbeat looks again
+		}
+		s.revertedOnce.Do(func() { s.reverted <- why })
+		return
+	}
+}
+
+// Reverted delivers why a pause stopped holding: the session should stop
+// applying rather than fight the controller that took the owner back.
+func (s *Session) Reverted() <-chan string { return s.reverted }
+
+// published makes the record's owners what the heartbeat checks and
+// `sluice run list` shows.
+func (s *Session) published() {
+	owners := slices.Clone(s.rec.Owners)
+	s.pauses.Store(&owners)
+	var lines []string
+	for _, o := range owners {
+		lines = append(lines, o.Paused())
+	}
+	s.setSummary(annotationPaused, strings.Join(lines, "\n"))
 }
 
 func (s *Session) summaryCopy() map[string]string {
@@ -256,16 +309,19 @@ func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.A
 	if objs, err = s.place(objs); err != nil {
 		return nil, err
 	}
+	if err := s.account(ctx, objs); err != nil {
+		return nil, err
+	}
 	for _, o := range objs {
 		a := o.GetAnnotations()
 		if a == nil {
 			a = map[string]string{}
 		}
 		a[annotationSession] = s.o.Name
+		if s.rec.marked(cluster.RefOf(o.Unstructured)) {
+			a[annotationFluxDisabled] = fluxDisabled
+		}
 		o.SetAnnotations(a)
-	}
-	if err := s.account(ctx, objs); err != nil {
-		return nil, err
 	}
 	ao.Namespace = s.o.Namespace
 	ao.Inventory, ao.Prune = nil, false
@@ -359,16 +415,35 @@ func (s *Session) account(ctx context.Context, objs []cluster.Object) error {
 	}
 	s.rec.Created = append(s.rec.Created, add.Created...)
 	s.rec.Saved = append(s.rec.Saved, add.Saved...)
-	s.rec.Owners = append(s.rec.Owners, add.Owners...)
+	var paused []Owner
+	for _, o := range add.Owners {
+		if i := s.rec.ownerIndex(o.Ref); i >= 0 {
+			s.rec.Owners[i].Objects = appendNew(s.rec.Owners[i].Objects, o.Objects...)
+			continue
+		}
+		s.rec.Owners = append(s.rec.Owners, o)
+		paused = append(paused, o)
+	}
 	if err := s.store.write(ctx, s.rec); err != nil {
 		return err
 	}
-	for _, o := range add.Owners {
-		if err := suspend(ctx, s.c.Kube(), o.Ref, s.o.Name, o.Prior); err != nil {
+	for _, o := range paused {
+		if err := suspend(ctx, s.c.Kube(), o, s.o.Name); err != nil {
 			return err
 		}
 	}
+	s.published()
 	return nil
+}
+
+// appendNew appends the refs not there already.
+func appendNew(to []cluster.Ref, refs ...cluster.Ref) []cluster.Ref {
+	for _, r := range refs {
+		if !slices.ContainsFunc(to, func(c cluster.Ref) bool { return sameObject(c, r) }) {
+			to = append(to, r)
+		}
+	}
+	return to
 }
 
 // inspect reads the objects the session has not touched yet and works out
@@ -384,6 +459,19 @@ func (s *Session) inspect(ctx context.Context, fresh []cluster.Object) (Record, 
 	var conflicts []string
 	known := func(ref cluster.Ref) bool {
 		return s.rec.owner(ref) || slices.ContainsFunc(add.Owners, func(n Owner) bool { return sameObject(n.Ref, ref) })
+	}
+	// mark adds an object to the marked ones of an owner paused by its
+	// objects (an entry for a known owner is merged by account).
+	mark := func(owner, obj cluster.Ref) {
+		if i := slices.IndexFunc(add.Owners, func(n Owner) bool { return sameObject(n.Ref, owner) }); i >= 0 {
+			if add.Owners[i].How == HowObjects {
+				add.Owners[i].Objects = appendNew(add.Owners[i].Objects, obj)
+			}
+			return
+		}
+		if i := s.rec.ownerIndex(owner); i >= 0 && s.rec.Owners[i].How == HowObjects {
+			add.Owners = append(add.Owners, Owner{Ref: s.rec.Owners[i].Ref, How: HowObjects, Objects: []cluster.Ref{obj}})
+		}
 	}
 	for i, o := range fresh {
 		ref, live := cluster.RefOf(o.Unstructured), lives[i]
@@ -425,17 +513,25 @@ func (s *Session) inspect(ctx context.Context, fresh []cluster.Object) (Record, 
 			return add, err
 		}
 		for _, or := range owners {
-			if known(or) {
-				continue
-			}
 			if s.o.Handoff {
 				return add, fmt.Errorf("%s is managed by %s: --handoff is for a workload no GitOps tool manages", ref.Subject(), or.Subject())
+			}
+			if known(or) {
+				mark(or, ref)
+				continue
 			}
 			u, err := s.getOwner(ctx, or)
 			if err != nil {
 				return add, err
 			}
-			add.Owners = append(add.Owners, Owner{Ref: or, Prior: priorOf(u)})
+			ow, err := s.how(ctx, u, false)
+			if err != nil {
+				return add, err
+			}
+			if ow.How == HowObjects {
+				ow.Objects = []cluster.Ref{ref}
+			}
+			add.Owners = append(add.Owners, ow)
 		}
 	}
 	if len(conflicts) > 0 {
@@ -536,10 +632,42 @@ func (s *Session) prune(ctx context.Context, objs []cluster.Object) ([]cluster.C
 	if len(stale) == 0 {
 		return nil, nil
 	}
+	// A marked object deleted would come back at its owner's next
+	// reconcile: only suspending the owner keeps it away.
+	var escalated []Owner
+	for _, live := range stale {
+		ref := cluster.RefOf(live)
+		for i, o := range s.rec.Owners {
+			if o.How != HowObjects || !slices.ContainsFunc(o.Objects, func(c cluster.Ref) bool { return sameObject(c, ref) }) {
+				continue
+			}
+			u, err := s.getOwner(ctx, o.Ref)
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			ow, err := s.how(ctx, u, true)
+			if err != nil {
+				return nil, err
+			}
+			ow.Objects = o.Objects
+			ow.Why = fmt.Sprintf("the session deleted %s, which only suspending %s keeps away", ref.Subject(), o.Ref.Subject())
+			s.rec.Owners[i] = ow
+			escalated = append(escalated, ow)
+		}
+	}
 	// The inventory changes with what is deleted: kept with the record so a
 	// restorer knows the session's last set.
 	if err := s.store.write(ctx, s.rec); err != nil {
 		return nil, err
 	}
+	for _, o := range escalated {
+		if err := suspend(ctx, s.c.Kube(), o, s.o.Name); err != nil {
+			return nil, err
+		}
+	}
+	s.published()
 	return s.c.Delete(ctx, stale)
 }

@@ -102,13 +102,13 @@ func fluxSetup(t *testing.T, c *cluster.Client) (ns, fluxNS string) {
 	return ns, fluxNS
 }
 
-func TestReplaceSessionSuspendsFluxAndPutsEverythingBack(t *testing.T) {
+func TestOwnerPauseSuspendsFluxAndPutsEverythingBack(t *testing.T) {
 	c := newClient(t)
 	ctx := context.Background()
 	ns, fluxNS := fluxSetup(t, c)
 	before := dump(t, []string{ns, fluxNS})
 
-	s := startSession(t, c, Options{Namespace: ns, Path: "deploy/dev"})
+	s := startSession(t, c, Options{Namespace: ns, Path: "deploy/dev", Pause: PauseOwner})
 	res, err := s.Apply(ctx, parse(t, ns, devTree), cluster.ApplyOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -229,8 +229,8 @@ func TestSessionsSharingAnOwnerResumeItWhenTheLastEnds(t *testing.T) {
 	ctx := context.Background()
 	ns, fluxNS := fluxSetup(t, c)
 	before := dump(t, []string{ns, fluxNS})
-	a := startSession(t, c, Options{Namespace: ns})
-	b := startSession(t, c, Options{Namespace: ns})
+	a := startSession(t, c, Options{Namespace: ns, Pause: PauseOwner})
+	b := startSession(t, c, Options{Namespace: ns, Pause: PauseOwner})
 	if _, err := a.Apply(ctx, parse(t, ns, cm("settings", "color: a")), cluster.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}

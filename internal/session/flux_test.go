@@ -1,0 +1,365 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// These tests hand clusters back to the real Flux controllers
+// (source-controller, kustomize-controller, helm-controller, built from
+// the Go module proxy by hack/flux/build.sh), running out of cluster
+// against the test API server and pulling from a loopback git server.
+
+// fleet is a git repository Flux deploys from: apps/ (three objects) into
+// NS, and a chart.
+var fleet = map[string]string{
+	"apps/kustomization.yaml": "resources: [web.yaml, settings.yaml, other.yaml]\n",
+	"apps/web.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {team: a}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: registry.example.com/web:1.0}]
+`,
+	"apps/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, labels: {tier: gold}}\ndata: {color: blue}\n",
+	"apps/other.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '1'}\n",
+	"charts/web/Chart.yaml": "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+	"charts/web/values.yaml": "color: blue\n",
+	"charts/web/templates/cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: {{ .Release.Name }}-config}
+data: {color: {{ .Values.color | quote }}}
+`,
+}
+
+// fluxFleet is the sources and Kustomization Flux runs by.
+const fluxFleet = `apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: FLUXNS}
+spec:
+  interval: 1s
+  url: URL
+  ref: {branch: main}
+`
+
+const fluxApps = `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: FLUXNS}
+spec:
+  interval: 2s
+  retryInterval: 1s
+  path: ./apps
+  prune: true
+  targetNamespace: NS
+  sourceRef: {kind: GitRepository, name: fleet}
+`
+
+type realFlux struct {
+	t          *testing.T
+	c          *cluster.Client
+	ns, fluxNS string
+	url        string
+	work       *testenv.Work
+	flux       *testenv.Flux
+}
+
+func startRealFlux(t *testing.T, files map[string]string) *realFlux {
+	t.Helper()
+	c := newClient(t)
+	f := &realFlux{t: t, c: c, ns: testenv.Namespace("app"), fluxNS: testenv.Namespace("flux")}
+	for _, n := range []string{f.ns, f.fluxNS} {
+		if err := c.Kube().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git := testenv.NewGitServer(t)
+	f.url = git.CreateRepo(t, "fleet")
+	f.work = testenv.NewWork(t, f.url)
+	f.work.Write(f.expandAll(files)).Commit("fleet")
+	f.work.Push("main")
+	f.flux = testenv.StartFlux(t, cp.Kubeconfig, f.fluxNS)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Flux's logs:\n%s", f.flux.Logs(40))
+		}
+	})
+	f.apply(fluxFleet)
+	return f
+}
+
+func (f *realFlux) expand(s string) string {
+	return strings.NewReplacer("FLUXNS", f.fluxNS, "NS", f.ns, "URL", f.url).Replace(s)
+}
+
+func (f *realFlux) expandAll(files map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range files {
+		out[k] = f.expand(v)
+	}
+	return out
+}
+
+// apply applies objects as a person would with kubectl.
+func (f *realFlux) apply(docs string) {
+	f.t.Helper()
+	applyAs(f.t, f.c, "kubectl", parse(f.t, f.ns, f.expand(docs)))
+}
+
+// push commits files to the fleet and returns the revision Flux names.
+func (f *realFlux) push(files map[string]string, msg string) string {
+	f.t.Helper()
+	sha := f.work.Write(f.expandAll(files)).Commit(msg)
+	f.work.Push("main")
+	return "main@sha1:" + sha
+}
+
+func (f *realFlux) revision() string { return "main@sha1:" + f.work.Head() }
+
+// applied waits until a Flux object (Kustomization, HelmRelease) in the
+// Flux namespace has applied revision and is Ready.
+func (f *realFlux) applied(apiVersion, kind, name, revision string) {
+	f.t.Helper()
+	f.eventually(60*time.Second, func() string {
+		u := get(f.t, f.c, apiVersion, kind, f.fluxNS, name)
+		if u == nil {
+			return kind + " " + name + " is missing"
+		}
+		got, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+		if kind == "HelmRelease" {
+			history, _, _ := unstructured.NestedSlice(u.Object, "status", "history")
+			if len(history) > 0 {
+				got, _, _ = unstructured.NestedString(history[0].(map[string]any), "chartVersion")
+				got = revision // a chart from git: its version, not the commit
+			}
+		}
+		if got != revision || condition(u, "Ready") != "True" {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			return fmt.Sprintf("%s %s: applied %q (want %q), conditions %v", kind, name, got, revision, conds)
+		}
+		return ""
+	})
+}
+
+func condition(u *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m := c.(map[string]any)
+		if m["type"] == typ {
+			return fmt.Sprint(m["status"])
+		}
+	}
+	return "Unknown"
+}
+
+func (f *realFlux) eventually(timeout time.Duration, check func() string) {
+	f.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		msg := check()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("after %s: %s", timeout, msg)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// ownedByFlux fails unless the object's fields at path belong to manager,
+// applied (server-side), and none to Sluice.
+func ownedByFlux(t *testing.T, u *unstructured.Unstructured, manager string, path ...string) {
+	t.Helper()
+	found := false
+	for _, m := range u.GetManagedFields() {
+		if m.Manager == cluster.FieldManager {
+			t.Errorf("%s: Sluice still owns fields: %s", cluster.RefOf(u).Subject(), m.FieldsV1.Raw)
+		}
+		if m.Manager != manager || m.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		json.Unmarshal(m.FieldsV1.Raw, &fields)
+		if _, ok, _ := unstructured.NestedFieldNoCopy(fields, path...); ok && m.Operation == metav1.ManagedFieldsOperationApply {
+			found = true
+		}
+	}
+	if !found {
+		var managers []string
+		for _, m := range u.GetManagedFields() {
+			managers = append(managers, fmt.Sprintf("%s (%s)", m.Manager, m.Operation))
+		}
+		t.Errorf("%s: %s is not %s's (Apply); managers: %s", cluster.RefOf(u).Subject(), strings.Join(path, "."), manager, strings.Join(managers, ", "))
+	}
+}
+
+func replicas(u *unstructured.Unstructured) int64 {
+	n, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	return n
+}
+
+func TestObjectPauseKeepsFluxReconcilingTheRestOfTheKustomization(t *testing.T) {
+	f := startRealFlux(t, fleet)
+	ctx := context.Background()
+	f.apply(fluxApps)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
+
+	s := startSession(t, f.c, Options{Namespace: f.ns})
+	dev := `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {team: a}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: registry.example.com/web:dev}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: extra}
+data: {new: "yes"}
+`
+	if _, err := s.Apply(ctx, parse(t, f.ns, dev), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ks := get(t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps")
+	if _, found, _ := unstructured.NestedFieldNoCopy(ks.Object, "spec", "suspend"); found {
+		t.Errorf("the Kustomization was suspended; only web should be paused: %v", ks.Object["spec"])
+	}
+	web := get(t, f.c, "apps/v1", "Deployment", f.ns, "web")
+	if web.GetAnnotations()[annotationFluxDisabled] != fluxDisabled {
+		t.Errorf("web is not marked for kustomize-controller to leave alone: %v", web.GetAnnotations())
+	}
+	if extra := get(t, f.c, "v1", "ConfigMap", f.ns, "extra"); extra.GetAnnotations()[annotationFluxDisabled] != "" {
+		t.Error("a created object needs no mark (it is in no inventory)")
+	}
+	rec := s.Record()
+	if len(rec.Owners) != 1 || rec.Owners[0].How != HowObjects || len(rec.Owners[0].Objects) != 1 || rec.Owners[0].Objects[0].Name != "web" {
+		t.Fatalf("the record's pause: %+v", rec.Owners)
+	}
+	f.eventually(5*time.Second, func() string { // the next heartbeat publishes it
+		if in, err := Get(ctx, f.c, s.Name()); err != nil || len(in.Paused) != 1 || !strings.Contains(in.Paused[0], "Kustomization/"+f.fluxNS+"/apps: 1 object(s) marked") {
+			return fmt.Sprintf("run list shows: %+v (%v)", in.Paused, err)
+		}
+		return ""
+	})
+
+	// Meanwhile git changes another object of the Kustomization, and web.
+	rev := f.push(map[string]string{
+		"apps/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '2'}\n",
+		"apps/web.yaml":   strings.Replace(fleet["apps/web.yaml"], "replicas: 2", "replicas: 4", 1),
+	}, "other v2, web 4 replicas")
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", rev)
+	if v := get(t, f.c, "v1", "ConfigMap", f.ns, "other").Object["data"].(map[string]any)["v"]; v != "2" {
+		t.Errorf("git's change to another object did not reach the cluster during the session: v=%v", v)
+	}
+	if n := replicas(get(t, f.c, "apps/v1", "Deployment", f.ns, "web")); n != 3 {
+		t.Errorf("Flux reverted the session's web (replicas %d, want the session's 3)", n)
+	}
+	select {
+	case why := <-s.Reverted():
+		t.Fatalf("the pause was reported reverted: %s", why)
+	default:
+	}
+
+	r, err := s.Stop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Resumed) != 1 || len(r.Deleted) != 1 || len(r.Restored) != 1 {
+		t.Errorf("restoration: %+v", r)
+	}
+	// Handed back: Flux applies git's web (4 replicas) and owns it again.
+	f.eventually(30*time.Second, func() string {
+		web := get(t, f.c, "apps/v1", "Deployment", f.ns, "web")
+		if n := replicas(web); n != 4 {
+			return fmt.Sprintf("web has %d replicas, want git's 4", n)
+		}
+		if _, marked := web.GetAnnotations()[annotationFluxDisabled]; marked {
+			return "web is still marked"
+		}
+		return ""
+	})
+	web = get(t, f.c, "apps/v1", "Deployment", f.ns, "web")
+	ownedByFlux(t, web, "kustomize-controller", "f:spec", "f:replicas")
+	if get(t, f.c, "v1", "ConfigMap", f.ns, "extra") != nil {
+		t.Error("the session's ConfigMap is still there")
+	}
+}
+
+func TestAnObjectTheSessionDeletedComesBackFluxOwned(t *testing.T) {
+	f := startRealFlux(t, fleet)
+	ctx := context.Background()
+	f.apply(fluxApps)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
+
+	s := startSession(t, f.c, Options{Namespace: f.ns})
+	other := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: dev}\n"
+	settings := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, labels: {tier: gold}}\ndata: {color: green}\n"
+	if _, err := s.Apply(ctx, parse(t, f.ns, other+"---\n"+settings), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The developer removes settings from the working tree: the session
+	// deletes it, which no mark keeps away, so the Kustomization is
+	// suspended, and says why.
+	res, err := s.Apply(ctx, parse(t, f.ns, other), cluster.ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(res); !strings.Contains(got, "configmap/settings deleted") {
+		t.Fatalf("second apply:\n%s", got)
+	}
+	rec := s.Record()
+	if len(rec.Owners) != 1 || rec.Owners[0].How != HowSuspend || !strings.Contains(rec.Owners[0].Why, "deleted ConfigMap/"+f.ns+"/settings") {
+		t.Fatalf("the pause after a deletion: %+v", rec.Owners)
+	}
+	ks := get(t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps")
+	if v, _, _ := unstructured.NestedBool(ks.Object, "spec", "suspend"); !v {
+		t.Fatalf("the Kustomization is not suspended: %v", ks.Object["spec"])
+	}
+	// Three of its intervals later, settings is still gone.
+	time.Sleep(6 * time.Second)
+	if get(t, f.c, "v1", "ConfigMap", f.ns, "settings") != nil {
+		t.Fatal("Flux recreated the ConfigMap the session deleted")
+	}
+
+	if _, err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back := get(t, f.c, "v1", "ConfigMap", f.ns, "settings")
+	if back == nil {
+		t.Fatal("settings was not recreated")
+	}
+	ownedByFlux(t, back, "kustomize-controller", "f:metadata", "f:labels", "f:tier")
+	for _, m := range back.GetManagedFields() {
+		if m.Operation == metav1.ManagedFieldsOperationUpdate && strings.Contains(m.Manager, "http-client") {
+			t.Errorf("the recreated object's fields belong to %s (Update)", m.Manager)
+		}
+	}
+	// Flux can still remove a field from it: a label dropped in git goes.
+	rev := f.push(map[string]string{"apps/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {color: blue}\n"}, "settings: no tier")
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", rev)
+	f.eventually(20*time.Second, func() string {
+		if l := get(t, f.c, "v1", "ConfigMap", f.ns, "settings").GetLabels()["tier"]; l != "" {
+			return "the label git dropped is still on the recreated object: tier=" + l
+		}
+		return ""
+	})
+}
