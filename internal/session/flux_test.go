@@ -36,9 +36,9 @@ spec:
     spec:
       containers: [{name: web, image: registry.example.com/web:1.0}]
 `,
-	"apps/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, labels: {tier: gold}}\ndata: {color: blue}\n",
-	"apps/other.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '1'}\n",
-	"charts/web/Chart.yaml": "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+	"apps/settings.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, labels: {tier: gold}}\ndata: {color: blue}\n",
+	"apps/other.yaml":        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '1'}\n",
+	"charts/web/Chart.yaml":  "apiVersion: v2\nname: web\nversion: 0.1.0\n",
 	"charts/web/values.yaml": "color: blue\n",
 	"charts/web/templates/cm.yaml": `apiVersion: v1
 kind: ConfigMap
@@ -362,4 +362,209 @@ func TestAnObjectTheSessionDeletedComesBackFluxOwned(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// fleetParent is a parent Kustomization that applies clusters/ from git:
+// the child Kustomization apps and the HelmRelease web, both with
+// suspend: false written in git.
+const fleetParent = `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: fleet, namespace: FLUXNS}
+spec:
+  interval: 2s
+  retryInterval: 1s
+  path: ./clusters
+  prune: true
+  sourceRef: {kind: GitRepository, name: fleet}
+`
+
+var fleetClusters = map[string]string{
+	"clusters/apps.yaml": strings.Replace(fluxApps, "spec:\n", "spec:\n  suspend: false\n", 1),
+	"clusters/web.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: web, namespace: FLUXNS}
+spec:
+  suspend: false
+  interval: 2s
+  targetNamespace: NS
+  releaseName: web
+  chart:
+    spec:
+      chart: ./charts/web
+      sourceRef: {kind: GitRepository, name: fleet}
+      interval: 1s
+      reconcileStrategy: Revision
+  install: {disableWait: true}
+  upgrade: {disableWait: true}
+  values: {color: red}
+`,
+}
+
+func withClusters() map[string]string {
+	files := map[string]string{}
+	for k, v := range fleet {
+		files[k] = v
+	}
+	for k, v := range fleetClusters {
+		files[k] = v
+	}
+	return files
+}
+
+// ready waits until a Flux object is Ready at its current generation.
+func (f *realFlux) ready(apiVersion, kind, name string) *unstructured.Unstructured {
+	f.t.Helper()
+	var u *unstructured.Unstructured
+	f.eventually(60*time.Second, func() string {
+		u = get(f.t, f.c, apiVersion, kind, f.fluxNS, name)
+		if u == nil {
+			return kind + " " + name + " is missing"
+		}
+		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		if condition(u, "Ready") != "True" || observed != u.GetGeneration() {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			return fmt.Sprintf("%s %s is not Ready at generation %d (observed %d): %v", kind, name, u.GetGeneration(), observed, conds)
+		}
+		return ""
+	})
+	return u
+}
+
+func suspended(u *unstructured.Unstructured) bool {
+	v, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend")
+	return v
+}
+
+func TestAParentKustomizationCannotUndoTheChildsSuspend(t *testing.T) {
+	f := startRealFlux(t, withClusters())
+	ctx := context.Background()
+	f.apply(fleetParent)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet", f.revision())
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
+
+	s := startSession(t, f.c, Options{Namespace: f.ns, Pause: PauseOwner})
+	dev := strings.Replace(fleet["apps/web.yaml"], "replicas: 2", "replicas: 3", 1)
+	if _, err := s.Apply(ctx, parse(t, f.ns, dev), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec := s.Record()
+	if len(rec.Owners) != 1 || rec.Owners[0].How != HowSuspend || rec.Owners[0].Parent == nil || rec.Owners[0].Parent.Name != "fleet" {
+		t.Fatalf("the child's pause should hold against its parent: %+v", rec.Owners)
+	}
+	apps := get(t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps")
+	if !suspended(apps) || apps.GetAnnotations()[annotationFluxDisabled] != fluxDisabled {
+		t.Fatalf("apps should be suspended and marked for fleet to leave alone: %v %v", apps.Object["spec"], apps.GetAnnotations())
+	}
+
+	// git moves; the parent applies the new revision, skipping apps.
+	rev := f.push(map[string]string{"apps/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '2'}\n"}, "other v2")
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet", rev)
+	time.Sleep(3 * time.Second) // another interval of the parent's
+	apps = get(t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps")
+	if !suspended(apps) {
+		t.Fatalf("the parent put suspend: false back from git: %v", apps.Object["spec"])
+	}
+	if n := replicas(get(t, f.c, "apps/v1", "Deployment", f.ns, "web")); n != 3 {
+		t.Errorf("web has %d replicas, want the session's 3", n)
+	}
+	select {
+	case why := <-s.Reverted():
+		t.Fatalf("the pause was reported reverted: %s", why)
+	default:
+	}
+
+	// Someone takes the mark off: the parent puts git's suspend: false
+	// back, and the session sees its pause gone instead of fighting Flux.
+	if err := mergePatch(ctx, f.c.Kube(), apps, map[string]any{"metadata": map[string]any{"annotations": map[string]any{annotationFluxDisabled: nil}}}, "unmarking"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case why := <-s.Reverted():
+		if !strings.Contains(why, "Kustomization/"+f.fluxNS+"/apps") {
+			t.Errorf("the reversal should name the owner: %s", why)
+		}
+		t.Logf("reported: %s", why)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the reverted pause was not noticed")
+	}
+
+	if _, err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	apps = f.ready("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
+	if v, found, _ := unstructured.NestedBool(apps.Object, "spec", "suspend"); !found || v {
+		t.Errorf("apps should be back to git's suspend: false: %v", apps.Object["spec"])
+	}
+	for _, a := range []string{annotationFluxDisabled, annotationMarkedBy, annotationSuspendedBy, annotationPrior} {
+		if _, ok := apps.GetAnnotations()[a]; ok {
+			t.Errorf("apps still has %s: %v", a, apps.GetAnnotations())
+		}
+	}
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", rev)
+	f.eventually(20*time.Second, func() string {
+		if n := replicas(get(t, f.c, "apps/v1", "Deployment", f.ns, "web")); n != 2 {
+			return fmt.Sprintf("web has %d replicas, want git's 2", n)
+		}
+		return ""
+	})
+	ownedByFlux(t, get(t, f.c, "apps/v1", "Deployment", f.ns, "web"), "kustomize-controller", "f:spec", "f:replicas")
+}
+
+func TestAHelmReleaseIsSuspendedAndHeldAgainstItsParent(t *testing.T) {
+	f := startRealFlux(t, withClusters())
+	ctx := context.Background()
+	f.apply(fleetParent)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet", f.revision())
+	f.ready("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
+	cfg := get(t, f.c, "v1", "ConfigMap", f.ns, "web-config")
+	if cfg == nil || cfg.GetLabels()["helm.toolkit.fluxcd.io/name"] != "web" {
+		t.Fatalf("helm-controller's object: %v", cfg)
+	}
+
+	// The default pause: a HelmRelease cannot be paused by its objects.
+	s := startSession(t, f.c, Options{Namespace: f.ns})
+	dev := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-config}\ndata: {color: green}\n"
+	if _, err := s.Apply(ctx, parse(t, f.ns, dev), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec := s.Record()
+	if len(rec.Owners) != 1 || rec.Owners[0].How != HowSuspend || !strings.Contains(rec.Owners[0].Why, "Helm release") || rec.Owners[0].Parent == nil {
+		t.Fatalf("the HelmRelease's pause: %+v", rec.Owners)
+	}
+	hr := get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.fluxNS, "web")
+	if !suspended(hr) || hr.GetAnnotations()[annotationFluxDisabled] != fluxDisabled {
+		t.Fatalf("the HelmRelease should be suspended and marked for fleet: %v %v", hr.Object["spec"], hr.GetAnnotations())
+	}
+	// The parent reconciles a new revision; the HelmRelease stays paused
+	// and the session's object stays.
+	rev := f.push(map[string]string{"apps/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '2'}\n"}, "other v2")
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet", rev)
+	time.Sleep(3 * time.Second)
+	if hr = get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.fluxNS, "web"); !suspended(hr) {
+		t.Fatalf("the parent resumed the HelmRelease: %v", hr.Object["spec"])
+	}
+	if c := get(t, f.c, "v1", "ConfigMap", f.ns, "web-config").Object["data"].(map[string]any)["color"]; c != "green" {
+		t.Errorf("the session's change was undone: color %v", c)
+	}
+
+	r, err := s.Stop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Resumed) != 1 || len(r.Restored) != 1 {
+		t.Errorf("restoration: %+v", r)
+	}
+	hr = f.ready("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
+	if suspended(hr) || hr.GetAnnotations()[annotationFluxDisabled] != "" {
+		t.Errorf("the HelmRelease is not handed back: %v %v", hr.Object["spec"], hr.GetAnnotations())
+	}
+	cfg = get(t, f.c, "v1", "ConfigMap", f.ns, "web-config")
+	if c := cfg.Object["data"].(map[string]any)["color"]; c != "red" {
+		t.Errorf("web-config has color %v, want the release's red", c)
+	}
+	for _, m := range cfg.GetManagedFields() {
+		if m.Manager == cluster.FieldManager {
+			t.Errorf("Sluice still owns fields of web-config: %s", m.FieldsV1.Raw)
+		}
+	}
 }
