@@ -54,10 +54,22 @@ func newRunCmd(s Streams) *cobra.Command {
 		Short: "Run a live session: apply PATH on every save, then put the cluster back",
 		Long: `Render PATH (a kustomization, a Helm chart or plain YAML) and apply it to the
 cluster, then again on every change of what the render read, until Ctrl+C.
-The Flux Kustomizations and HelmReleases and Argo CD Applications that own
-the objects are suspended meanwhile. When the session ends, objects it
-created are deleted, objects it changed or deleted get their prior state
-back, and the owners are resumed as they were and asked to reconcile.
+GitOps is paused meanwhile, only as far as needed (--pause object, the
+default): the objects the session changes that a Flux Kustomization owns
+are marked kustomize.toolkit.fluxcd.io/reconcile: disabled, and the
+Kustomization goes on reconciling everything else from git. Where a mark
+cannot hold, the owner is paused whole, and the session says why: a
+HelmRelease (Helm upgrades its release whole) and a Kustomization whose
+object the session deletes are suspended, an Argo CD Application loses its
+automated sync (or gets argocd.argoproj.io/skip-reconcile where an
+ApplicationSet or a parent Application would put its sync policy back).
+An owner that a parent Kustomization applies from git is marked for the
+parent to leave it paused. A pause that something reverts anyway ends the
+session rather than fight the controller. --pause owner suspends every
+owner. When the session ends, objects it created are deleted, objects it
+changed or deleted get their prior state back (managed fields included,
+so Flux owns them again), and the owners are resumed as they were and
+asked to reconcile.
 
 Each session is recorded on the cluster (namespace sluice-system): see
 'sluice run list', 'sluice run stop' and 'sluice run cleanup'.
@@ -70,7 +82,8 @@ deploys is rendered with that HelmRelease's values unless --values is given.`,
   sluice run charts/web --session alice-web
   sluice run --repo https://git.example.com/team/app.git --ref alice/feature deploy/overlays/dev --poll 30s
   sluice run -f run.yaml
-  sluice run deploy/overlays/dev --mode version`,
+  sluice run deploy/overlays/dev --mode version
+  sluice run deploy/overlays/dev --pause owner`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, s, args)
@@ -176,6 +189,9 @@ func (f *runFlags) run(cmd *cobra.Command, s Streams, args []string) error {
 	}
 	if f.mode != string(session.Replace) && f.mode != string(session.Version) {
 		return exit(2, fmt.Errorf("--mode %s: must be replace or version", f.mode))
+	}
+	if f.pause != string(session.PauseObject) && f.pause != string(session.PauseOwner) {
+		return exit(2, fmt.Errorf("--pause %s: must be object or owner", f.pause))
 	}
 	if f.ref != "" && f.repo == "" {
 		return exit(2, errors.New("--ref names a branch of --repo: set --repo"))
@@ -338,6 +354,9 @@ func (p *runPrinter) iteration(it session.Iteration) {
 		return
 	}
 	fmt.Fprintln(p.out, formatIteration(it, time.Now()))
+	for _, line := range it.Paused {
+		fmt.Fprintf(p.out, "   paused %s\n", line)
+	}
 }
 
 // formatIteration is one line: when, where the tree is, what changed,

@@ -122,6 +122,7 @@ func TestRunCLIBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", ".", "--mode", "sideways"}, "--mode sideways: must be replace or version"},
+		{[]string{"run", ".", "--pause", "everything"}, "--pause everything: must be object or owner"},
 		{[]string{"run", ".", "--session", "Not_A_Label"}, "--session: session name"},
 		{[]string{"run", ".", "--ref", "main"}, "--ref names a branch of --repo"},
 		{[]string{"run", ".", "--handoff", "--mode", "version"}, "--handoff hands over"},
@@ -250,5 +251,41 @@ func TestIterationLines(t *testing.T) {
 		if got := formatIteration(tt.it, now); got != tt.want {
 			t.Errorf("got  %q\nwant %q", got, tt.want)
 		}
+	}
+}
+
+// TestRunCLIShowsWhatItPausesAndStopReportsWhatWasPutBack: a session over
+// an object a Flux Kustomization owns says what it paused (the object
+// only), `run list` shows it, and `run stop` from another terminal
+// reports what the session put back.
+func TestRunCLIShowsWhatItPausesAndStopReportsWhatWasPutBack(t *testing.T) {
+	ns, fluxNS := testenv.Namespace("clipause"), testenv.Namespace("cliflux")
+	kc := "--kubeconfig=" + cp.Kubeconfig
+	if _, stderr, code := run(t, "apply", writeTree(t, map[string]string{"all.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + ns + "}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: " + fluxNS + "}\n---\n" +
+		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: " + fluxNS + "}\nspec: {interval: 10m, path: ./apps, prune: true, sourceRef: {kind: GitRepository, name: fleet}}\n---\n" +
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: " + ns + ", labels: {kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: " + fluxNS + "}}\ndata: {mode: prod}\n"}), kc); code != 0 {
+		t.Fatal(stderr)
+	}
+	dir := writeTree(t, map[string]string{"settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: dev}\n"})
+	name := "p" + strings.ReplaceAll(strings.TrimPrefix(ns, "clipause-"), "-", "")
+	var out, errb syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- Run(context.Background(), Streams{In: strings.NewReader(""), Out: &out, Err: &errb}, []string{"run", dir, kc, "-n", ns, "--session", name, "--ready-timeout", "-1s"})
+	}()
+	waitFor(t, "the first iteration", func() bool { return strings.Contains(out.String(), "#1 ") })
+	if want := "paused Kustomization/" + fluxNS + "/apps: 1 object(s) marked kustomize.toolkit.fluxcd.io/reconcile=disabled, the rest still reconciled"; !strings.Contains(out.String(), want) {
+		t.Errorf("the session does not say what it paused (%q):\n%s", want, out.String())
+	}
+	waitFor(t, "run list to show the pause", func() bool {
+		lout, _, _ := run(t, "run", "list", kc)
+		return strings.Contains(lout, name+" pauses Kustomization/"+fluxNS+"/apps: 1 object(s) marked")
+	})
+	sout, serr, code := run(t, "run", "stop", name, kc)
+	if code != 0 || !strings.Contains(sout, "session "+name+" ended: restored 1 (configmap/settings); handed back 1 (kustomization.kustomize.toolkit.fluxcd.io/apps)") {
+		t.Errorf("run stop: exit %d\n%s%s", code, sout, serr)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("the session exited %d\n%s", code, errb.String())
 	}
 }

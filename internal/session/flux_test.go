@@ -568,3 +568,39 @@ func TestAHelmReleaseIsSuspendedAndHeldAgainstItsParent(t *testing.T) {
 		}
 	}
 }
+
+func TestCleanupOfAKilledSessionHandsObjectsBackToFlux(t *testing.T) {
+	f := startRealFlux(t, fleet)
+	ctx := context.Background()
+	f.apply(fluxApps)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
+
+	s := startSession(t, f.c, Options{Namespace: f.ns, LeaseDuration: 2 * time.Second})
+	settings := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, labels: {tier: gold}}\ndata: {color: green}\n"
+	web := strings.Replace(fleet["apps/web.yaml"], "replicas: 2", "replicas: 5", 1)
+	if _, err := s.Apply(ctx, parse(t, f.ns, settings+"---\n"+web), cluster.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(ctx, parse(t, f.ns, web), cluster.ApplyOptions{}); err != nil { // settings deleted
+		t.Fatal(err)
+	}
+	s.stopHeartbeat() // as if killed -9
+	time.Sleep(2500 * time.Millisecond)
+	rs, err := Cleanup(ctx, f.c, false, StopOptions{})
+	if err != nil || !containsSession(rs, s.Name()) {
+		t.Fatalf("cleanup: %v %+v", err, rs)
+	}
+	f.ready("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
+	back := get(t, f.c, "v1", "ConfigMap", f.ns, "settings")
+	if back == nil {
+		t.Fatal("settings was not recreated")
+	}
+	ownedByFlux(t, back, "kustomize-controller", "f:data", "f:color")
+	f.eventually(20*time.Second, func() string {
+		if n := replicas(get(t, f.c, "apps/v1", "Deployment", f.ns, "web")); n != 2 {
+			return fmt.Sprintf("web has %d replicas, want git's 2", n)
+		}
+		return ""
+	})
+	ownedByFlux(t, get(t, f.c, "apps/v1", "Deployment", f.ns, "web"), "kustomize-controller", "f:spec", "f:replicas")
+}

@@ -88,6 +88,9 @@ type Iteration struct {
 	Retrying bool   `json:"retrying,omitempty"`
 	Branch   string `json:"branch,omitempty"`
 	Commit   string `json:"commit,omitempty"`
+	// Paused says what this iteration newly paused, and how: a line per
+	// owner (a fallback from the narrowest pause says why).
+	Paused []string `json:"paused,omitempty"`
 }
 
 // Outcome is how a session ended.
@@ -287,6 +290,8 @@ type loop struct {
 	fsys   *source.DirFS
 	// pending is a change seen while checking readiness.
 	pending *Change
+	// paused are the pauses reported so far.
+	paused map[string]bool
 }
 
 func (l *loop) run(ctx context.Context) (string, error) {
@@ -387,6 +392,15 @@ func (l *loop) iterate(ctx context.Context, trigger []string, first time.Time) b
 	res, err := l.s.Apply(ctx, r.Objects, cluster.ApplyOptions{Timeout: time.Minute})
 	it.Latency = time.Since(first)
 	it.Result = res
+	for _, o := range l.s.Record().Owners {
+		if p := o.Paused(); !l.paused[p] {
+			if l.paused == nil {
+				l.paused = map[string]bool{}
+			}
+			l.paused[p] = true
+			it.Paused = append(it.Paused, p)
+		}
+	}
 	if err != nil {
 		it.Err = err
 		it.Retrying = cluster.IsUnreachable(err)

@@ -356,8 +356,13 @@ func TestStopFromAnotherProcessAndCleanupOfStaleSessions(t *testing.T) {
 	h := runSession(t, c, RunOptions{Dir: dir, Session: Options{Namespace: ns}})
 	h.ok(t)
 	name := (<-h.started).Name
-	if _, err := StopSession(ctx, c, name, StopOptions{Holder: "ops@console"}); err != nil {
+	r, err := StopSession(ctx, c, name, StopOptions{Holder: "ops@console"})
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The stopper hears what the session put back.
+	if !r.BySession || len(r.Deleted) != 1 || r.Deleted[0].Name != "a" {
+		t.Errorf("sluice run stop reports %+v, want the ConfigMap the session deleted", r)
 	}
 	<-h.done
 	if h.err != nil || h.out.Reason != "stop requested by ops@console" || len(h.out.Restoration.Deleted) != 1 {
