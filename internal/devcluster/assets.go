@@ -22,7 +22,7 @@ const AssetsEnv = "SLUICE_KUBE_ASSETS"
 // build it) and returns at once when all is there.
 func Assets(ctx context.Context, dir string, build bool) (string, error) {
 	if d := os.Getenv(AssetsEnv); d != "" {
-		for _, b := range []string{"kube-apiserver", "etcd"} {
+		for _, b := range []string{"kube-apiserver", "etcd", "kube-controller-manager"} {
 			if _, err := os.Stat(filepath.Join(d, b)); err != nil {
 				return "", fmt.Errorf("$%s=%s: %w", AssetsEnv, d, err)
 			}
@@ -63,7 +63,7 @@ func sourceRoot(dir string) (string, error) {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no Sluice source tree (hack/kube/build.sh) at or above %s: set $%s to a directory holding kube-apiserver and etcd", dir, AssetsEnv)
+			return "", fmt.Errorf("no Sluice source tree (hack/kube/build.sh) at or above %s: set $%s to a directory holding kube-apiserver, etcd and kube-controller-manager", dir, AssetsEnv)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -36,6 +37,11 @@ type Cluster struct {
 	// Kubeconfig is the path of a kubeconfig file for kubectl and sluice.
 	Kubeconfig string
 	certDir    string
+	// controllers is kube-controller-manager, running the controllers a
+	// cluster without nodes needs: namespace (a deleted namespace goes,
+	// with its objects) and garbage collection (owner references).
+	controllers *exec.Cmd
+	stopped     chan struct{}
 }
 
 // Start starts a control plane and waits until it serves, with the CRDs
@@ -101,11 +107,60 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		c.Stop()
 		return nil, fmt.Errorf("writing a kubeconfig: %w", err)
 	}
+	if err := c.startControllers(filepath.Join(o.Assets, "kube-controller-manager"), dir); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	return c, nil
+}
+
+// startControllers starts kube-controller-manager against the API server
+// with the namespace and garbage-collector controllers (no node runs a
+// pod here, so the workload controllers would only leave pending pods).
+func (c *Cluster) startControllers(bin, dir string) error {
+	log, err := os.Create(filepath.Join(dir, "kube-controller-manager.log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin,
+		"--kubeconfig="+c.Kubeconfig,
+		"--controllers=namespace,garbagecollector",
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--concurrent-namespace-syncs=4",
+	)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("starting kube-controller-manager: %w", err)
+	}
+	c.controllers, c.stopped = cmd, make(chan struct{})
+	go func() {
+		cmd.Wait()
+		log.Close()
+		close(c.stopped)
+	}()
+	// It may not die at once: a bad flag shows within a moment.
+	select {
+	case <-c.stopped:
+		data, _ := os.ReadFile(log.Name())
+		return fmt.Errorf("kube-controller-manager exited:\n%s", data)
+	case <-time.After(300 * time.Millisecond):
+	}
+	return nil
 }
 
 // Stop stops the control plane and removes its data.
 func (c *Cluster) Stop() error {
+	if c.controllers != nil {
+		c.controllers.Process.Signal(os.Interrupt)
+		select {
+		case <-c.stopped:
+		case <-time.After(10 * time.Second):
+			c.controllers.Process.Kill()
+			<-c.stopped
+		}
+	}
 	err := c.env.Stop()
 	os.RemoveAll(c.certDir)
 	return err

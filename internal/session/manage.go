@@ -126,6 +126,7 @@ func (s *Session) Stop(ctx context.Context) (*Restoration, error) {
 	if err := s.lease.release(ctx); err != nil {
 		return r, fmt.Errorf("deleting the lease of session %s: %w", s.o.Name, err)
 	}
+	removeSystemNamespace(ctx, s.c.Kube())
 	return r, nil
 }
 
@@ -208,6 +209,7 @@ func StopSession(ctx context.Context, c *cluster.Client, name string, o StopOpti
 				if err := c.Kube().Delete(ctx, in.lease); err != nil && !apierrors.IsNotFound(err) {
 					return r, fmt.Errorf("deleting the lease of session %s: %w", name, err)
 				}
+				removeSystemNamespace(ctx, c.Kube())
 				return r, nil
 			}
 			if in.State == StateStale {
@@ -228,7 +230,11 @@ func restoreHere(ctx context.Context, c *cluster.Client, in Info, holderName str
 	rec, err := st.read(ctx)
 	if errors.Is(err, ErrNoRecord) {
 		// It never got as far as touching anything.
-		return &Restoration{Session: in.Name}, l.release(ctx)
+		if err := l.release(ctx); err != nil {
+			return nil, err
+		}
+		removeSystemNamespace(ctx, c.Kube())
+		return &Restoration{Session: in.Name}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -237,7 +243,11 @@ func restoreHere(ctx context.Context, c *cluster.Client, in Info, holderName str
 	if err != nil {
 		return r, err
 	}
-	return r, forget(ctx, st, l)
+	if err := forget(ctx, st, l); err != nil {
+		return r, err
+	}
+	removeSystemNamespace(ctx, c.Kube())
+	return r, nil
 }
 
 // Cleanup restores every stale session (its holder stopped renewing: the

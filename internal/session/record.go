@@ -105,10 +105,12 @@ func (r *Record) ownerIndex(ref cluster.Ref) int {
 }
 
 // marked reports whether the session marks the object for its owner's
-// controller to leave alone.
+// controller to leave alone: every object of a Flux Kustomization, even
+// one suspended (a reconcile under way when it was suspended still skips
+// a marked object).
 func (r *Record) marked(ref cluster.Ref) bool {
 	for _, o := range r.Owners {
-		if o.How == HowObjects && slices.ContainsFunc(o.Objects, func(c cluster.Ref) bool { return sameObject(c, ref) }) {
+		if o.Ref.Kind == fluxKustomization.Kind && slices.ContainsFunc(o.Objects, func(c cluster.Ref) bool { return sameObject(c, ref) }) {
 			return true
 		}
 	}

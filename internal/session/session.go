@@ -15,10 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -149,7 +147,7 @@ func Start(ctx context.Context, c *cluster.Client, o Options) (*Session, error) 
 	if o.Pause != PauseObject && o.Pause != PauseOwner {
 		return nil, fmt.Errorf("pause %q: must be object or owner", o.Pause)
 	}
-	if err := ensureSystemNamespace(ctx, c); err != nil {
+	if err := ensureSystemNamespace(ctx, c.Kube()); err != nil {
 		return nil, err
 	}
 	s := &Session{
@@ -176,14 +174,6 @@ func Start(ctx context.Context, c *cluster.Client, o Options) (*Session, error) 
 	s.hbCancel, s.hbDone = cancel, make(chan struct{})
 	go s.heartbeat(hctx)
 	return s, nil
-}
-
-func ensureSystemNamespace(ctx context.Context, c *cluster.Client) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace, Labels: map[string]string{labelManagedBy: "sluice"}}}
-	if err := c.Kube().Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", SystemNamespace, err)
-	}
-	return nil
 }
 
 func (s *Session) heartbeat(ctx context.Context) {
@@ -460,17 +450,18 @@ func (s *Session) inspect(ctx context.Context, fresh []cluster.Object) (Record, 
 	known := func(ref cluster.Ref) bool {
 		return s.rec.owner(ref) || slices.ContainsFunc(add.Owners, func(n Owner) bool { return sameObject(n.Ref, ref) })
 	}
-	// mark adds an object to the marked ones of an owner paused by its
-	// objects (an entry for a known owner is merged by account).
+	// mark adds an object to the marked ones of a Kustomization (an entry
+	// for a known owner is merged by account).
 	mark := func(owner, obj cluster.Ref) {
-		if i := slices.IndexFunc(add.Owners, func(n Owner) bool { return sameObject(n.Ref, owner) }); i >= 0 {
-			if add.Owners[i].How == HowObjects {
-				add.Owners[i].Objects = appendNew(add.Owners[i].Objects, obj)
-			}
+		if owner.Kind != fluxKustomization.Kind {
 			return
 		}
-		if i := s.rec.ownerIndex(owner); i >= 0 && s.rec.Owners[i].How == HowObjects {
-			add.Owners = append(add.Owners, Owner{Ref: s.rec.Owners[i].Ref, How: HowObjects, Objects: []cluster.Ref{obj}})
+		if i := slices.IndexFunc(add.Owners, func(n Owner) bool { return sameObject(n.Ref, owner) }); i >= 0 {
+			add.Owners[i].Objects = appendNew(add.Owners[i].Objects, obj)
+			return
+		}
+		if i := s.rec.ownerIndex(owner); i >= 0 {
+			add.Owners = append(add.Owners, Owner{Ref: s.rec.Owners[i].Ref, How: s.rec.Owners[i].How, Objects: []cluster.Ref{obj}})
 		}
 	}
 	for i, o := range fresh {
@@ -528,7 +519,7 @@ func (s *Session) inspect(ctx context.Context, fresh []cluster.Object) (Record, 
 			if err != nil {
 				return add, err
 			}
-			if ow.How == HowObjects {
+			if ow.Ref.Kind == fluxKustomization.Kind {
 				ow.Objects = []cluster.Ref{ref}
 			}
 			add.Owners = append(add.Owners, ow)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -307,7 +308,7 @@ func TestLargeRecordsSpreadOverSecrets(t *testing.T) {
 	defer func(n int) { partSize = n }(partSize)
 	partSize = 4 << 10
 	st := &store{c: c.Kube(), name: "chunky" + strings.ReplaceAll(testenv.Namespace(""), "-", "")}
-	if err := ensureSystemNamespace(ctx, c); err != nil {
+	if err := ensureSystemNamespace(ctx, c.Kube()); err != nil {
 		t.Fatal(err)
 	}
 	rec := &Record{Name: st.name}
@@ -429,4 +430,94 @@ func TestRestoreIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameDump(t, before, dump(t, []string{ns, fluxNS}))
+}
+
+// TestTheLastSessionRemovesTheNamespaceItCreated: sluice-system, created by
+// a session, goes with the last session out, unless something else lives
+// there; a namespace an administrator made stays (as in every other test).
+func TestTheLastSessionRemovesTheNamespaceItCreated(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	ns := testenv.Namespace("sysns")
+	mkNamespace(t, c, ns)
+	system := func() *corev1.Namespace {
+		n := &corev1.Namespace{}
+		if err := c.Kube().Get(ctx, client.ObjectKey{Name: SystemNamespace}, n); err != nil {
+			return nil
+		}
+		return n
+	}
+	gone := func(why string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for system() != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: namespace %s is still there: %+v", why, SystemNamespace, system().Status)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// Start from no namespace (the package's administrator-made one goes),
+	// and give the next tests theirs back.
+	if err := c.Kube().Delete(ctx, system()); err != nil {
+		t.Fatal(err)
+	}
+	gone("deleting the test's own")
+	t.Cleanup(func() {
+		gone("before giving it back")
+		if err := c.Kube().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}); err != nil {
+			t.Error(err)
+		}
+	})
+
+	// Two sessions: the namespace stays until the last one ends.
+	a := startSession(t, c, Options{Namespace: ns})
+	b := startSession(t, c, Options{Namespace: ns})
+	if n := system(); n == nil || n.Labels[labelManagedBy] != "sluice" {
+		t.Fatalf("the sessions' namespace: %+v", n)
+	}
+	for _, s := range []*Session{a, b} {
+		if _, err := s.Apply(ctx, parse(t, ns, cm("c-"+s.Name(), "v: '1'")), cluster.ApplyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := system(); n == nil || n.DeletionTimestamp != nil {
+		t.Fatalf("removed while session %s runs: %+v", b.Name(), n)
+	}
+	if _, err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gone("after the last session")
+
+	// Something else lives there: it stays.
+	s := startSession(t, c, Options{Namespace: ns})
+	keep := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: SystemNamespace}}
+	if err := c.Kube().Create(ctx, keep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := system(); n == nil || n.DeletionTimestamp != nil {
+		t.Fatalf("removed with someone else's ConfigMap in it: %+v", n)
+	}
+	if err := c.Kube().Delete(ctx, keep); err != nil {
+		t.Fatal(err)
+	}
+	// A session starting while it is being removed waits, and creates it
+	// again.
+	if err := c.Kube().Delete(ctx, system()); err != nil {
+		t.Fatal(err)
+	}
+	s = startSession(t, c, Options{Namespace: ns})
+	if n := system(); n == nil || n.DeletionTimestamp != nil {
+		t.Fatalf("the session started in a terminating namespace: %+v", n)
+	}
+	if _, err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -6,6 +6,11 @@ import (
 	"os"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"sluice.dev/sluice/internal/devcluster"
 )
 
@@ -38,6 +43,15 @@ func RunWithControlPlane(m interface{ Run() int }, cp **ControlPlane) {
 		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
 		os.Exit(1)
 	}
+	// sluice-system exists from the start, as an administrator would have
+	// created it: the last session out leaves it, instead of deleting it
+	// and making the next test's session wait for the namespace
+	// controller. The test of that removal deletes it first.
+	if err := c.createNamespace("sluice-system"); err != nil {
+		fmt.Fprintln(os.Stderr, "creating namespace sluice-system:", err)
+		c.Stop()
+		os.Exit(1)
+	}
 	*cp = c
 	code := m.Run()
 	c.Stop()
@@ -47,4 +61,16 @@ func RunWithControlPlane(m interface{ Run() int }, cp **ControlPlane) {
 // Namespace returns a namespace name unique to this test process.
 func Namespace(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid()%10000, nsCounter.Add(1))
+}
+
+func (c *ControlPlane) createNamespace(name string) error {
+	cl, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	err = cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
