@@ -10,15 +10,17 @@ all: build
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
 
-# What the tests need, built once into bin/ (about 22 minutes cold): the
-# control plane, the helm and kustomize releases Sluice is compared with,
-# the Flux controllers live sessions hand clusters back to, Gitea (a real
-# forge sending webhooks), and Sluice's own image binary.
+# What the tests need, built once into bin/ (about 25 minutes cold): the
+# control plane (kube-apiserver, etcd, kube-controller-manager), the helm
+# and kustomize releases Sluice is compared with, the Flux controllers and
+# Argo CD's ApplicationSet controller live sessions hand clusters back to,
+# Gitea (a real forge sending webhooks), and Sluice's own image binary.
 tools:
 	hack/kube/build.sh >/dev/null
 	hack/helm/build.sh >/dev/null
 	hack/kustomize/build.sh >/dev/null
 	hack/flux/build.sh >/dev/null
+	hack/argocd/build.sh >/dev/null
 	hack/controller-gen/build.sh >/dev/null
 	hack/gitea/build.sh >/dev/null
 	$(MAKE) bin/image/sluice

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -143,5 +144,133 @@ data: {title: Web}
 			}
 			sameDump(t, before, dump(t, []string{ns, argoNS}))
 		})
+	}
+}
+
+// TestTheRealApplicationSetControllerLeavesTheChosenPauseAlone runs Argo
+// CD's ApplicationSet controller (built from the module proxy): without
+// anything in the ApplicationSet saying so, it puts a removed automated
+// sync and a skip-reconcile annotation back at once, and the session
+// refuses; with ignoreApplicationDifferences or preservedFields, the pause
+// the session chooses holds through the controller's reconciles.
+func TestTheRealApplicationSetControllerLeavesTheChosenPauseAlone(t *testing.T) {
+	cases := []struct {
+		name, set string
+		how       How
+	}{
+		{name: "nothing said", how: ""},
+		{name: "sync policy ignored", set: "ignoreApplicationDifferences: [{jsonPointers: [/spec/syncPolicy/automated]}]", how: HowAutoSyncOff},
+		{name: "skip-reconcile preserved", set: "preservedFields: {annotations: [argocd.argoproj.io/skip-reconcile]}", how: HowSkipReconcile},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t)
+			ctx := context.Background()
+			ns, argoNS := testenv.Namespace("appsetapp"), testenv.Namespace("appset")
+			sub := strings.NewReplacer("ARGONS", argoNS, "SETSPEC", tc.set).Replace
+			mkNamespace(t, c, ns)
+			mkNamespace(t, c, argoNS)
+			logs := testenv.StartApplicationSetController(t, cp.Kubeconfig, argoNS, func(y string) { applyAs(t, c, "kubectl", parse(t, ns, y)) })
+			defer func() {
+				if t.Failed() {
+					t.Logf("the ApplicationSet controller's log:\n%s", logs())
+				}
+			}()
+			applyAs(t, c, "kubectl", parse(t, ns, sub(`apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: apps, namespace: ARGONS}
+spec:
+  generators: [{list: {elements: [{app: web}]}}]
+  template:
+    metadata: {name: '{{app}}'}
+    spec:
+      project: default
+      source: {repoURL: https://git.example.com/gitops.git, path: '{{app}}', targetRevision: main}
+      destination: {server: https://kubernetes.default.svc, namespace: %[1]s}
+      syncPolicy: {automated: {prune: true, selfHeal: true}}
+  SETSPEC
+`)))
+			var web *unstructured.Unstructured
+			waitUntil(t, 30*time.Second, "the ApplicationSet controller to generate web", func() bool {
+				web = get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
+				return web != nil
+			})
+			applyAs(t, c, "argocd-controller", parse(t, ns, `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web
+  namespace: %[1]s
+  labels: {argocd.argoproj.io/instance: `+argoNS+`_web}
+data: {title: Web}
+`))
+			// poke makes the controller reconcile the ApplicationSet now.
+			poke := func() {
+				set := get(t, c, "argoproj.io/v1alpha1", "ApplicationSet", argoNS, "apps")
+				if err := mergePatch(ctx, c.Kube(), set, map[string]any{"metadata": map[string]any{"annotations": map[string]any{"test.sluice.dev/poke": time.Now().String()}}}, "poking"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := startSession(t, c, Options{Namespace: ns})
+			_, err := s.Apply(ctx, parse(t, ns, cm("web", "title: Dev")), cluster.ApplyOptions{})
+			if tc.how == "" {
+				if err == nil || !strings.Contains(err.Error(), "ignoreApplicationDifferences") {
+					t.Fatalf("want a refusal, got %v", err)
+				}
+				// The refusal is right: the controller puts a pause back.
+				if err := mergePatch(ctx, c.Kube(), web, map[string]any{
+					"metadata": map[string]any{"annotations": map[string]any{annotationArgoSkip: "true"}},
+					"spec":     map[string]any{"syncPolicy": map[string]any{"automated": nil}},
+				}, "pausing by hand"); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, 30*time.Second, "the controller to put the sync policy and annotations back", func() bool {
+					web = get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
+					_, auto, _ := unstructured.NestedFieldNoCopy(web.Object, "spec", "syncPolicy", "automated")
+					return auto && web.GetAnnotations()[annotationArgoSkip] == ""
+				})
+				if _, err := s.Stop(ctx); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec := s.Record(); len(rec.Owners) != 1 || rec.Owners[0].How != tc.how {
+				t.Fatalf("owners %+v, want one paused by %s", rec.Owners, tc.how)
+			}
+			poke()
+			time.Sleep(2 * time.Second)
+			poke()
+			time.Sleep(2 * time.Second)
+			if why, err := held(ctx, s, s.Record().Owners[0]); err != nil || why != "" {
+				t.Fatalf("the pause did not hold against the ApplicationSet controller: %s %v", why, err)
+			}
+			select {
+			case why := <-s.Reverted():
+				t.Fatalf("reported reverted: %s", why)
+			default:
+			}
+			if _, err := s.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			poke()
+			waitUntil(t, 10*time.Second, "web handed back", func() bool {
+				web = get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
+				_, auto, _ := unstructured.NestedFieldNoCopy(web.Object, "spec", "syncPolicy", "automated")
+				return auto && web.GetAnnotations()[annotationArgoSkip] == ""
+			})
+		})
+	}
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds Argo CD's ApplicationSet controller, which the live-session tests
+# run: from the Go module proxy through the wrapper module here (a main of
+# its own over argo-cd's controller command, argo-cd's go.mod replace lines
+# copied), into bin/argocd/applicationset-controller-<version>/ (git-ignored),
+# unless it is there. Prints the binary's path. About 5 minutes the first
+# time, on 2 cores.
+# With --check it builds nothing, and fails when the binary is missing.
+set -euo pipefail
+check=false
+if [ "${1:-}" = --check ]; then check=true; shift; fi
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+name=applicationset-controller
+version=$(awk '$1=="require" && $2=="github.com/argoproj/argo-cd/v3" {print $3}' "$here/$name/go.mod")
+dir=$root/bin/argocd/$name-$version
+if $check; then
+  if [ ! -x "$dir/$name" ]; then
+    echo "Argo CD's $name $version is not built in $dir: run \`make tools\` (hack/argocd/build.sh); \`make test\` does" >&2
+    exit 3
+  fi
+  echo "$dir/$name"
+  exit 0
+fi
+mkdir -p "$dir"
+exec 9>"$dir/.lock"
+flock 9
+if [ ! -x "$dir/$name" ]; then
+  echo "building Argo CD's $name $version..." >&2
+  (cd "$here/$name" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir/$name.tmp" .)
+  mv "$dir/$name.tmp" "$dir/$name"
+fi
+echo "$dir/$name"

@@ -1,0 +1,94 @@
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// ApplicationSetController returns the path of Argo CD's ApplicationSet
+// controller that `make tools` builds (hack/argocd/build.sh).
+func ApplicationSetController(t TB) string {
+	t.Helper()
+	root, err := SourceRoot()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	out, err := exec.Command(filepath.Join(root, "hack", "argocd", "build.sh"), "--check").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s", strings.TrimSpace(string(out)))
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// StartApplicationSetController runs Argo CD's real ApplicationSet
+// controller out of cluster against a control plane, for the
+// ApplicationSets of one namespace, with the settings it reads there
+// (argocd-cm, argocd-secret, the default AppProject) created first. It
+// stops when the test ends; logs returns its log.
+func StartApplicationSetController(t TB, kubeconfig, namespace string, create func(yaml string)) (logs func() string) {
+	t.Helper()
+	bin := ApplicationSetController(t)
+	create(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: argocd-cm, namespace: ` + namespace + `, labels: {app.kubernetes.io/part-of: argocd}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: argocd-secret, namespace: ` + namespace + `, labels: {app.kubernetes.io/part-of: argocd}}
+stringData: {server.secretkey: sluice-test-key}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: default, namespace: ` + namespace + `}
+spec:
+  sourceRepos: ['*']
+  destinations: [{server: '*', namespace: '*'}]
+`)
+	logPath := filepath.Join(t.TempDir(), "applicationset-controller.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace", namespace,
+		"--metrics-addr", freeAddr(t), "--probe-addr", freeAddr(t), "--webhook-addr", freeAddr(t),
+		"--argocd-repo-server", freeAddr(t), // no generator here asks it
+		"--logformat", "text", "--loglevel", "debug")
+	// Its manager reads the kubeconfig from the environment, its settings
+	// informers from the flag.
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting the ApplicationSet controller: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		log.Close()
+	})
+	logs = func() string {
+		data, _ := os.ReadFile(logPath)
+		return string(data)
+	}
+	// It registers no health checks: it is ready when its workers start.
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(logs(), "Starting workers"); time.Sleep(100 * time.Millisecond) {
+		select {
+		case <-done:
+			t.Fatalf("the ApplicationSet controller exited:\n%s", logs())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ApplicationSet controller did not start its workers:\n%s", logs())
+		}
+	}
+	return logs
+}
