@@ -25,10 +25,12 @@ func newDevCmd(s Streams) *cobra.Command {
 	cluster := &cobra.Command{
 		Use:   "cluster",
 		Short: "Run a local Kubernetes API server (with the Flux and Argo CD CRDs) until Ctrl+C",
-		Long: `Start a real kube-apiserver and etcd on this machine (built from the Go module
-proxy on first use, which takes about 10 minutes), print the kubeconfig to
-use with sluice apply, diff and run, and stop it on Ctrl+C. There are no
-nodes: objects are stored and validated, nothing runs.
+		Long: `Start a real kube-apiserver, etcd and kube-controller-manager on this machine
+(built from the Go module proxy on first use, which takes about 12
+minutes), print the kubeconfig to use with sluice apply, diff and run, and
+stop it on Ctrl+C. There are no nodes: objects are stored and validated,
+deleted namespaces go and owner references are garbage-collected, but no
+pod runs.
 
 With --serve, the controller (sluice serve) runs against it too, allowed to
 read repositories on this machine's disk, and the resources of -f (the
@@ -57,7 +59,7 @@ them with kubectl get manifestsyncs -w.`,
 			return nil
 		},
 	}
-	cluster.Flags().StringVar(&assets, "assets", "", "directory holding kube-apiserver and etcd (default: build them into bin/ of the Sluice source tree)")
+	cluster.Flags().StringVar(&assets, "assets", "", "directory holding kube-apiserver, etcd and kube-controller-manager (default: build them into bin/ of the Sluice source tree)")
 	cluster.Flags().BoolVar(&noCRDs, "without-crds", false, "do not install the Flux and Argo CD CRDs")
 	cluster.Flags().BoolVar(&serve, "serve", false, "run the controller against the cluster too, with the resources of -f")
 	cluster.Flags().StringArrayVarP(&files, "filename", "f", []string{"examples/quickstart/syncs"}, "files or directories of Sluice resources to apply with --serve")

@@ -11,11 +11,11 @@ import (
 	"strings"
 )
 
-// AssetsEnv names a directory holding kube-apiserver and etcd, to use
-// instead of building them.
+// AssetsEnv names a directory holding kube-apiserver, etcd and
+// kube-controller-manager, to use instead of building them.
 const AssetsEnv = "SLUICE_KUBE_ASSETS"
 
-// Assets returns the directory holding kube-apiserver and etcd. Unless
+// Assets returns the directory holding the control plane's binaries. Unless
 // $SLUICE_KUBE_ASSETS names one, it runs hack/kube/build.sh of the Sluice
 // source tree holding dir (or the working directory), which builds what is
 // missing into bin/ (when build is set; otherwise it fails saying how to

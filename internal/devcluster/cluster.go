@@ -16,10 +16,11 @@ import (
 
 // Options say what to start.
 type Options struct {
-	// Assets is the directory of kube-apiserver and etcd; empty finds them
-	// with Assets (building them if Build is set).
+	// Assets is the directory of kube-apiserver, etcd and
+	// kube-controller-manager; empty finds them with Assets (building them
+	// if Build is set).
 	Assets string
-	// Build builds kube-apiserver and etcd when they are missing (about 10
+	// Build builds the control plane when it is missing (about 12
 	// minutes): for a person's `sluice dev cluster`, never in a test's
 	// time, where their absence is an error saying how to build them.
 	Build bool
