@@ -3,10 +3,6 @@
 // replace lines of argo-cd's go.mod. Argo CD v3.2 is the newest line that
 // builds with Go 1.26 from the proxy: v3.3 to v3.5 need gitops-engine
 // versions the proxy does not serve, v3.6 needs Go 1.27.
-module proxy by hack/argocd/build.sh: its own module, with the
-// replace lines of argo-cd's go.mod. Argo CD v3.2 is the newest line that
-// builds with Go 1.26 from the proxy (v3.5 needs a gitops-engine version the
-// proxy does not serve; v3.6 needs Go 1.27).
 module sluice.dev/sluice/hack/argocd/applicationset-controller
 
 go 1.26.0
