@@ -14,7 +14,9 @@ build:
 # control plane (kube-apiserver, etcd, kube-controller-manager), the helm
 # and kustomize releases Sluice is compared with, the Flux controllers and
 # Argo CD's ApplicationSet controller live sessions hand clusters back to,
-# Gitea (a real forge sending webhooks), and Sluice's own image binary.
+# Gitea (a real forge sending webhooks), Sluice's own image binary, and
+# Debian's chromium for the dashboard's browser tests (installed with
+# apt-get when missing).
 tools:
 	hack/kube/build.sh >/dev/null
 	hack/helm/build.sh >/dev/null
@@ -23,6 +25,7 @@ tools:
 	hack/argocd/build.sh >/dev/null
 	hack/controller-gen/build.sh >/dev/null
 	hack/gitea/build.sh >/dev/null
+	hack/chromium/install.sh >/dev/null
 	$(MAKE) bin/image/sluice
 
 # The static binary of Sluice's own image (config/image/sluice.yaml).
@@ -55,6 +58,7 @@ bench: tools
 	$(GO) run ./bench run
 	$(GO) run ./bench takeover
 	$(GO) run ./bench serve
+	$(GO) run ./bench dashboard
 
 quickstart:
 	$(GO) run ./cmd/sluice hydrate -f examples/quickstart

@@ -59,8 +59,10 @@ func main() {
 		mainRender()
 	case "serve":
 		mainServe()
+	case "dashboard":
+		mainDashboard()
 	default:
-		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve)\n", mode)
+		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve, dashboard)\n", mode)
 		os.Exit(2)
 	}
 }

@@ -30,6 +30,8 @@ var layers = map[string][]string{
 	"internal/deploy":      {"api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster"},
 	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override",
 		"internal/render", "internal/pin", "internal/destination"},
+	// The dashboard reads what the controller and sessions write.
+	"internal/dashboard": {"api/v1alpha1"},
 	// The controller drives the engines; nothing below knows of it.
 	"internal/controller": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override",
 		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig"},

@@ -1,0 +1,183 @@
+// Package dashboard serves Sluice's web dashboard: every ManifestSync with
+// its source, destination and pinned images, live as the cluster changes.
+// Pages are rendered on the server (html/template, embedded); a small
+// script only swaps a page's live part when the server says, over
+// server-sent events, that what it shows changed.
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+//go:embed web
+var web embed.FS
+
+// Options configure the dashboard.
+type Options struct {
+	// Namespace limits the dashboard to one namespace; empty shows all
+	// that the identity may list.
+	Namespace string
+	// PageSize is how many rows a table page shows; the default is 50.
+	PageSize int
+	// Log receives the server's errors; the default discards them.
+	Log *slog.Logger
+}
+
+// Server is the dashboard over one cluster, reading through a cache the
+// cluster keeps current by watches.
+type Server struct {
+	o      Options
+	cache  cache.Cache
+	reader client.Reader
+	events *broker
+	pages  map[string]*template.Template
+	mux    *http.ServeMux
+}
+
+// New connects to the cluster as cfg's identity and starts watching what
+// the dashboard shows; it serves once the first lists are in. The watches
+// end with ctx.
+func New(ctx context.Context, cfg *rest.Config, o Options) (*Server, error) {
+	if o.PageSize <= 0 {
+		o.PageSize = 50
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	co := cache.Options{Scheme: scheme}
+	if o.Namespace != "" {
+		co.DefaultNamespaces = map[string]cache.Config{o.Namespace: {}}
+	}
+	c, err := cache.New(cfg, co)
+	if err != nil {
+		return nil, fmt.Errorf("watching the cluster: %w", err)
+	}
+	s := &Server{o: o, cache: c, reader: c, events: newBroker(250 * time.Millisecond)}
+	if err := s.parse(); err != nil {
+		return nil, err
+	}
+	inf, err := c.GetInformer(ctx, &v1alpha1.ManifestSync{})
+	if err != nil {
+		return nil, fmt.Errorf("watching ManifestSyncs: %w", err)
+	}
+	inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.events.publish("syncs") },
+		UpdateFunc: func(any, any) { s.events.publish("syncs") },
+		DeleteFunc: func(any) { s.events.publish("syncs") },
+	})
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			o.Log.Error("watching the cluster", "err", err)
+		}
+	}()
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !c.WaitForCacheSync(syncCtx) {
+		return nil, fmt.Errorf("listing ManifestSyncs: the cluster did not answer within a minute (can this identity list manifestsyncs.sluice.dev%s?)", inNamespace(o.Namespace))
+	}
+	s.routes()
+	return s, nil
+}
+
+func inNamespace(ns string) string {
+	if ns == "" {
+		return " in every namespace"
+	}
+	return " in namespace " + ns
+}
+
+func (s *Server) parse() error {
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(web, "web/layout.html")
+	if err != nil {
+		return err
+	}
+	s.pages = map[string]*template.Template{}
+	for _, page := range []string{"syncs.html", "sync.html"} {
+		t, err := template.Must(base.Clone()).ParseFS(web, "web/"+page)
+		if err != nil {
+			return err
+		}
+		s.pages[page] = t
+	}
+	return nil
+}
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	static, _ := fs.Sub(web, "web/static")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/syncs", http.StatusFound)
+	})
+	s.mux.HandleFunc("GET /syncs", s.syncs)
+	s.mux.HandleFunc("GET /syncs/{namespace}/{name}", s.sync)
+	s.mux.HandleFunc("GET /events", s.events.serve)
+}
+
+// ServeHTTP serves the dashboard, with the headers every page gets.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	s.mux.ServeHTTP(w, r)
+}
+
+// render writes a page, or only its live part when the page's script asks
+// (X-Fragment), which it swaps in place.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, data any) {
+	t := s.pages[page]
+	name := "layout.html"
+	if r.Header.Get("X-Fragment") != "" {
+		name = "live"
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := t.ExecuteTemplate(w, name, data); err != nil {
+		s.o.Log.Error("rendering", "page", page, "err", err)
+	}
+}
+
+// Listen serves the dashboard on addr until ctx ends, and returns the
+// address it listens on at once.
+func (s *Server) Listen(ctx context.Context, addr string) (string, <-chan error, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("dashboard address %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	go func() {
+		<-ctx.Done()
+		s.events.close()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	return l.Addr().String(), done, nil
+}

@@ -1,0 +1,64 @@
+package dashboard
+
+import (
+	"net/url"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+func TestCommitURLs(t *testing.T) {
+	const c = "0123456789abcdef0123456789abcdef01234567"
+	for _, tc := range []struct{ repo, want string }{
+		{"https://github.com/acme/web.git", "https://github.com/acme/web/commit/" + c},
+		{"https://gitlab.example.com/acme/web", "https://gitlab.example.com/acme/web/-/commit/" + c},
+		{"https://gitea.example.com/acme/web.git/", "https://gitea.example.com/acme/web/commit/" + c},
+		{"http://127.0.0.1:3000/acme/web.git", "http://127.0.0.1:3000/acme/web/commit/" + c},
+		{"http://git.example.com/acme/web.git", ""},        // plain http off loopback: no link
+		{"https://user:token@github.com/acme/web.git", ""}, // credentials never reach a page
+		{"ssh://git@github.com/acme/web.git", ""},          // no web URL known
+		{"/srv/git/web.git", ""},
+	} {
+		if got := commitURL(tc.repo, c); got != tc.want {
+			t.Errorf("commitURL(%q) = %q, want %q", tc.repo, got, tc.want)
+		}
+	}
+}
+
+func TestStates(t *testing.T) {
+	cond := func(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status, Reason: reason}
+	}
+	for _, tc := range []struct {
+		want    string
+		suspend bool
+		conds   []metav1.Condition
+	}{
+		{StateUnknown, false, nil},
+		{StateReady, false, []metav1.Condition{cond("Ready", "True", "Succeeded")}},
+		{StateFailed, false, []metav1.Condition{cond("Ready", "False", "Failed")}},
+		{StateLocked, false, []metav1.Condition{cond("Ready", "False", "Locked")}},
+		{StateStalled, false, []metav1.Condition{cond("Ready", "False", "Invalid"), cond("Stalled", "True", "Invalid")}},
+		{StateProgressing, false, []metav1.Condition{cond("Ready", "True", "Succeeded"), cond("Reconciling", "True", "Progressing")}},
+		{StateSuspended, true, []metav1.Condition{cond("Ready", "True", "Succeeded")}},
+	} {
+		ms := &v1alpha1.ManifestSync{Spec: v1alpha1.ManifestSyncSpec{Suspend: tc.suspend}}
+		ms.Status.Conditions = tc.conds
+		if got, _ := stateOf(ms); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.conds, got, tc.want)
+		}
+	}
+}
+
+func TestFilterQueries(t *testing.T) {
+	f := filterOf(url.Values{"namespace": {"team-a"}, "state": {"Bogus"}, "label": {"team in (a"}, "page": {"-3"}})
+	if f.State != "" || f.Page != 1 || f.Err == "" {
+		t.Errorf("a bad state, page and selector: %+v", f)
+	}
+	f = filterOf(url.Values{"namespace": {"team-a"}, "state": {"Failed"}, "q": {"web"}})
+	if got := f.query(3); got != "?namespace=team-a&page=3&q=web&state=Failed" {
+		t.Errorf("the next page's link keeps the filter: %s", got)
+	}
+}
