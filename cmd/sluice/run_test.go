@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -287,5 +289,29 @@ func TestRunCLIShowsWhatItPausesAndStopReportsWhatWasPutBack(t *testing.T) {
 	}
 	if code := <-done; code != 0 {
 		t.Fatalf("the session exited %d\n%s", code, errb.String())
+	}
+}
+
+func TestDashboardCLIServesOnLoopback(t *testing.T) {
+	var out, errb syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		done <- Run(ctx, Streams{In: strings.NewReader(""), Out: &out, Err: &errb}, []string{"dashboard", "--kubeconfig=" + cp.Kubeconfig, "--addr", "127.0.0.1:0"})
+	}()
+	waitFor(t, "the dashboard's address", func() bool { return strings.Contains(errb.String(), "dashboard on http://") })
+	addr := strings.Fields(strings.SplitN(errb.String(), "dashboard on ", 2)[1])[0]
+	resp, err := http.Get(addr + "syncs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "<h1>Syncs</h1>") {
+		t.Errorf("GET /syncs: %s\n%s", resp.Status, body)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d\n%s", code, errb.String())
 	}
 }
