@@ -10,7 +10,7 @@ all: build
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
 
-# What the tests need, built once into bin/ (about 25 minutes cold): the
+# What the tests need, built once into bin/ (most of the 26 minutes a cold make test takes on 2 cores): the
 # control plane (kube-apiserver, etcd, kube-controller-manager), the helm
 # and kustomize releases Sluice is compared with, the Flux controllers and
 # Argo CD's ApplicationSet controller live sessions hand clusters back to,
