@@ -7,6 +7,7 @@ package dashboard
 
 import (
 	"context"
+	"crypto/rand"
 	"embed"
 	"fmt"
 	"html/template"
@@ -16,6 +17,8 @@ import (
 	"net/http"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -24,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/session"
 )
 
 //go:embed web
@@ -38,6 +43,9 @@ type Options struct {
 	PageSize int
 	// Log receives the server's errors; the default discards them.
 	Log *slog.Logger
+	// ReadOnly refuses every action (stopping sessions, releasing
+	// locks, ...) and shows none.
+	ReadOnly bool
 }
 
 // Server is the dashboard over one cluster, reading through a cache the
@@ -46,9 +54,13 @@ type Server struct {
 	o      Options
 	cache  cache.Cache
 	reader client.Reader
-	events *broker
-	pages  map[string]*template.Template
-	mux    *http.ServeMux
+	events  *broker
+	pages   map[string]*template.Template
+	mux     *http.ServeMux
+	protect http.Handler
+	clients *clients
+	flashes flashes
+	csrfKey []byte
 }
 
 // New connects to the cluster as cfg's identity and starts watching what
@@ -72,11 +84,20 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Server, error) {
 	if o.Namespace != "" {
 		co.DefaultNamespaces = map[string]cache.Config{o.Namespace: {}}
 	}
+	// Sessions live in their own namespace, as Leases.
+	co.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {
+		Namespaces: map[string]cache.Config{session.SystemNamespace: {}},
+	}}
 	c, err := cache.New(cfg, co)
 	if err != nil {
 		return nil, fmt.Errorf("watching the cluster: %w", err)
 	}
-	s := &Server{o: o, cache: c, reader: c, events: newBroker(250 * time.Millisecond)}
+	base, err := cluster.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	s := &Server{o: o, cache: c, reader: c, events: newBroker(250 * time.Millisecond), csrfKey: []byte(rand.Text()),
+		clients: &clients{base: base}}
 	if err := s.parse(); err != nil {
 		return nil, err
 	}
@@ -89,6 +110,19 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Server, error) {
 		UpdateFunc: func(any, any) { s.events.publish("syncs") },
 		DeleteFunc: func(any) { s.events.publish("syncs") },
 	})
+	if watchSessions, err := mayWatch(ctx, base, "coordination.k8s.io", "leases", session.SystemNamespace); err != nil {
+		return nil, err
+	} else if watchSessions {
+		inf, err := c.GetInformer(ctx, &coordinationv1.Lease{})
+		if err != nil {
+			return nil, fmt.Errorf("watching sessions: %w", err)
+		}
+		inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.events.publish("sessions") },
+			UpdateFunc: func(any, any) { s.events.publish("sessions") },
+			DeleteFunc: func(any) { s.events.publish("sessions") },
+		})
+	}
 	go func() {
 		if err := c.Start(ctx); err != nil {
 			o.Log.Error("watching the cluster", "err", err)
@@ -101,6 +135,23 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Server, error) {
 	}
 	s.routes()
 	return s, nil
+}
+
+// mayWatch asks the API server whether this identity may list and watch
+// a resource in a namespace.
+func mayWatch(ctx context.Context, c *cluster.Client, group, resource, ns string) (bool, error) {
+	for _, verb := range []string{"list", "watch"} {
+		r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: ns},
+		}}
+		if err := c.Kube().Create(ctx, r); err != nil {
+			return false, fmt.Errorf("asking the API server what this identity may see: %w", err)
+		}
+		if !r.Status.Allowed {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func inNamespace(ns string) string {
@@ -116,7 +167,7 @@ func (s *Server) parse() error {
 		return err
 	}
 	s.pages = map[string]*template.Template{}
-	for _, page := range []string{"syncs.html", "sync.html"} {
+	for _, page := range []string{"syncs.html", "sync.html", "sessions.html", "session.html"} {
 		t, err := template.Must(base.Clone()).ParseFS(web, "web/"+page)
 		if err != nil {
 			return err
@@ -128,6 +179,9 @@ func (s *Server) parse() error {
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
+	// A POST from a page of another origin is refused before any form
+	// token is looked at.
+	s.protect = http.NewCrossOriginProtection().Handler(s.mux)
 	static, _ := fs.Sub(web, "web/static")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -135,6 +189,10 @@ func (s *Server) routes() {
 	})
 	s.mux.HandleFunc("GET /syncs", s.syncs)
 	s.mux.HandleFunc("GET /syncs/{namespace}/{name}", s.sync)
+	s.mux.HandleFunc("GET /sessions", s.sessions)
+	s.mux.HandleFunc("GET /sessions/{name}", s.session)
+	s.mux.HandleFunc("POST /sessions/{name}/stop", s.action(func(r *http.Request) string { return "/sessions/" + r.PathValue("name") }, s.stopSession))
+	s.mux.HandleFunc("POST /sessions/cleanup", s.action(func(*http.Request) string { return "/sessions" }, s.cleanupSessions))
 	s.mux.HandleFunc("GET /events", s.events.serve)
 }
 
@@ -144,7 +202,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
-	s.mux.ServeHTTP(w, r)
+	s.protect.ServeHTTP(w, r)
 }
 
 // render writes a page, or only its live part when the page's script asks

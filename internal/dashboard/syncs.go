@@ -344,4 +344,16 @@ var funcs = template.FuncMap{
 		return "?"
 	},
 	"lower": strings.ToLower,
+	"sessionSymbol": func(state string) string {
+		switch state {
+		case "active":
+			return "●"
+		case "stale":
+			return "✗"
+		case "restoring":
+			return "↺"
+		}
+		return "?"
+	},
+	"stopForm": func(name, csrf string) map[string]string { return map[string]string{"Name": name, "CSRF": csrf} },
 }

@@ -31,7 +31,7 @@ var layers = map[string][]string{
 	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override",
 		"internal/render", "internal/pin", "internal/destination"},
 	// The dashboard reads what the controller and sessions write.
-	"internal/dashboard": {"api/v1alpha1"},
+	"internal/dashboard": {"api/v1alpha1", "internal/cluster", "internal/session"},
 	// The controller drives the engines; nothing below knows of it.
 	"internal/controller": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override",
 		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig"},
