@@ -51,9 +51,9 @@ type Options struct {
 // Server is the dashboard over one cluster, reading through a cache the
 // cluster keeps current by watches.
 type Server struct {
-	o      Options
-	cache  cache.Cache
-	reader client.Reader
+	o       Options
+	cache   cache.Cache
+	reader  client.Reader
 	events  *broker
 	pages   map[string]*template.Template
 	mux     *http.ServeMux
