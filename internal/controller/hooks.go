@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/credentials"
 )
 
 // Webhook receivers. A receiver is a Secret labelled
@@ -41,7 +42,7 @@ const (
 
 type hooks struct {
 	client  client.Client // the manager's: a cached reader with the indexes
-	secrets *secrets
+	secrets *credentials.Secrets
 	log     *slog.Logger
 	now     func() time.Time
 }
@@ -62,7 +63,7 @@ func (h *hooks) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		outcome = "not found"
 		return
 	}
-	sec, err := h.secrets.get(req.Context(), ns, &v1alpha1.SecretRef{Name: name})
+	sec, err := h.secrets.Get(req.Context(), ns, &v1alpha1.SecretRef{Name: name})
 	if err != nil || sec.Labels[ReceiverLabel] != "true" || len(sec.Data[receiverKey]) == 0 {
 		// The same answer for no Secret and a Secret that is no
 		// receiver: the hook does not tell which Secrets exist.

@@ -15,6 +15,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/build"
 	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/credentials"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/source"
 )
@@ -24,7 +25,7 @@ import (
 // found with one request and tagged.
 type ImageReconciler struct {
 	client.Client
-	secrets       *secrets
+	secrets       *credentials.Secrets
 	engines       *engines
 	events        events.EventRecorder
 	log           *slog.Logger
@@ -109,13 +110,13 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 func (r *ImageReconciler) build(ctx context.Context, obj *v1alpha1.Image, img config.Image, interval time.Duration) (build.Result, error) {
 	creds := make([]*source.Credentials, len(img.Spec.Source))
 	for i, s := range img.Spec.Source {
-		c, err := r.secrets.git(ctx, obj.Namespace, s.SecretRef)
+		c, err := r.secrets.Git(ctx, obj.Namespace, s.SecretRef)
 		if err != nil {
 			return build.Result{}, err
 		}
 		creds[i] = c
 	}
-	kc, id, err := r.secrets.registry(ctx, obj.Namespace, img.Spec.RegistrySecretRef)
+	kc, id, err := r.secrets.Registry(ctx, obj.Namespace, img.Spec.RegistrySecretRef)
 	if err != nil {
 		return build.Result{}, err
 	}
@@ -142,7 +143,7 @@ func (r *ImageReconciler) toConfig(obj *v1alpha1.Image) (config.Image, error) {
 		return config.Image{}, errs.ToAggregate()
 	}
 	for i, s := range c.Spec.Source {
-		if err := remoteOnly(fmt.Sprintf("spec.source[%d].repo", i), s.Repo, r.allowLocal); err != nil {
+		if err := config.RemoteOnly(fmt.Sprintf("spec.source[%d].repo", i), s.Repo, r.allowLocal); err != nil {
 			return config.Image{}, err
 		}
 	}

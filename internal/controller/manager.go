@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/credentials"
 	"sluice.dev/sluice/internal/render"
 )
 
@@ -192,7 +193,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	eng := newEngines(o.CacheDir, o.RegistryRPS, o.Insecure, o.Limits)
-	sec := newSecrets(mgr.GetAPIReader())
+	sec := credentials.NewSecrets(mgr.GetAPIReader())
 	rec := mgr.GetEventRecorder("sluice-controller")
 	batch := newBatcher(ctx, eng, o.Concurrent, o.Log)
 	if l, ok := listeners["hook"]; ok {

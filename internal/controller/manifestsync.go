@@ -19,6 +19,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/credentials"
 	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/source"
@@ -31,7 +32,7 @@ const pruneFinalizer = "sluice.dev/prune"
 // ManifestSyncReconciler hydrates ManifestSyncs.
 type ManifestSyncReconciler struct {
 	client.Client
-	secrets    *secrets
+	secrets    *credentials.Secrets
 	engines    *engines
 	batch      *batcher
 	events     events.EventRecorder
@@ -109,17 +110,17 @@ func (r *ManifestSyncReconciler) Reconcile(ctx context.Context, req ctrl.Request
 func (r *ManifestSyncReconciler) credentials(ctx context.Context, obj *v1alpha1.ManifestSync, j *job) (hydrate.Result, error) {
 	var err error
 	spec := j.ms.Spec
-	if j.src, err = r.secrets.git(ctx, obj.Namespace, spec.Source.SecretRef); err != nil {
+	if j.src, err = r.secrets.Git(ctx, obj.Namespace, spec.Source.SecretRef); err != nil {
 		return hydrate.Result{}, err
 	}
 	dstRef := spec.Destination.SecretRef
 	if dstRef == nil && spec.Destination.Repo == spec.Source.Repo {
 		dstRef = spec.Source.SecretRef // the same repository, the same Secret
 	}
-	if j.dst, err = r.secrets.git(ctx, obj.Namespace, dstRef); err != nil {
+	if j.dst, err = r.secrets.Git(ctx, obj.Namespace, dstRef); err != nil {
 		return hydrate.Result{}, err
 	}
-	kc, id, err := r.secrets.registry(ctx, obj.Namespace, spec.RegistrySecretRef)
+	kc, id, err := r.secrets.Registry(ctx, obj.Namespace, spec.RegistrySecretRef)
 	if err != nil {
 		return hydrate.Result{}, err
 	}
@@ -261,36 +262,9 @@ func (r *ManifestSyncReconciler) prune(ctx context.Context, obj *v1alpha1.Manife
 	return err
 }
 
-// toConfig is the sync as the engines take it: defaulted and validated
-// as a file would be, and refusing what a controller must not read.
+// toConfig is the sync as the engines take it.
 func (r *ManifestSyncReconciler) toConfig(obj *v1alpha1.ManifestSync) (config.ManifestSync, error) {
-	c := obj.DeepCopy()
-	c.Default()
-	if errs := c.Validate(); len(errs) > 0 {
-		return config.ManifestSync{}, errs.ToAggregate()
-	}
-	for field, repo := range map[string]string{"spec.source.repo": c.Spec.Source.Repo, "spec.destination.repo": c.Spec.Destination.Repo} {
-		if err := remoteOnly(field, repo, r.allowLocal); err != nil {
-			return config.ManifestSync{}, err
-		}
-	}
-	return config.ManifestSync{ManifestSync: c, Origin: config.Origin{File: "ManifestSync " + obj.Namespace + "/" + obj.Name}}, nil
-}
-
-// remoteOnly refuses a repository on the controller's own disk: a
-// resource anybody may create must not read the controller's files.
-func remoteOnly(field, repo string, allowLocal bool) error {
-	loc, err := source.ParseLocation(repo, "/")
-	if err != nil {
-		return fmt.Errorf("%s: %w", field, err)
-	}
-	if !loc.IsLocal() {
-		return nil
-	}
-	if allowLocal && (strings.HasPrefix(repo, "file://") || strings.HasPrefix(repo, "/")) {
-		return nil
-	}
-	return fmt.Errorf("%s: %q is a path on the controller's disk: the controller reads remote repositories only (https, ssh)", field, repo)
+	return config.FromManifestSync(obj, r.allowLocal)
 }
 
 // patchStatus applies f to the status and patches it when that changed

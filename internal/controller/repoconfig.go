@@ -15,6 +15,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/build"
 	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/credentials"
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/registry"
@@ -29,7 +30,7 @@ import (
 // RepoConfig's namespace it names.
 type RepoConfigReconciler struct {
 	client.Client
-	secrets       *secrets
+	secrets       *credentials.Secrets
 	engines       *engines
 	base          hydrate.Options
 	events        events.EventRecorder
@@ -139,7 +140,7 @@ func (r *RepoConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 // reconcile loads what the repository holds and builds and hydrates it.
 func (r *RepoConfigReconciler) reconcile(ctx context.Context, obj *v1alpha1.RepoConfig, rc config.RepoConfig) (*repoconfig.Report, error) {
-	own, err := r.secrets.git(ctx, obj.Namespace, rc.Spec.SecretRef)
+	own, err := r.secrets.Git(ctx, obj.Namespace, rc.Spec.SecretRef)
 	if err != nil {
 		return nil, err
 	}
@@ -167,13 +168,13 @@ func (r *RepoConfigReconciler) reconcile(ctx context.Context, obj *v1alpha1.Repo
 	for _, img := range loaded.Set.Images {
 		img.Namespace = obj.Namespace
 		for _, s := range img.Spec.Source {
-			c, err := r.secrets.git(ctx, obj.Namespace, s.SecretRef)
+			c, err := r.secrets.Git(ctx, obj.Namespace, s.SecretRef)
 			if err != nil {
 				return nil, fmt.Errorf("Image %s: %w", img.Name, err)
 			}
 			images[img.Image] = append(images[img.Image], c)
 		}
-		kc, id, err := r.secrets.registry(ctx, obj.Namespace, img.Spec.RegistrySecretRef)
+		kc, id, err := r.secrets.Registry(ctx, obj.Namespace, img.Spec.RegistrySecretRef)
 		if err != nil {
 			return nil, fmt.Errorf("Image %s: %w", img.Name, err)
 		}
@@ -210,11 +211,11 @@ func (r *RepoConfigReconciler) toConfig(obj *v1alpha1.RepoConfig) (config.RepoCo
 	if !r.allowBuilders {
 		c.Spec.AllowBuilders = false // a resource alone cannot run commands in the controller
 	}
-	if err := remoteOnly("spec.repo", c.Spec.Repo, r.allowLocal); err != nil {
+	if err := config.RemoteOnly("spec.repo", c.Spec.Repo, r.allowLocal); err != nil {
 		return config.RepoConfig{}, err
 	}
 	for i, o := range c.Spec.Overrides.Repos {
-		if err := remoteOnly(fmt.Sprintf("spec.overrides.repos[%d].to", i), o.To, r.allowLocal); err != nil {
+		if err := config.RemoteOnly(fmt.Sprintf("spec.overrides.repos[%d].to", i), o.To, r.allowLocal); err != nil {
 			return config.RepoConfig{}, err
 		}
 	}

@@ -28,6 +28,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/preview"
 	"sluice.dev/sluice/internal/session"
 )
 
@@ -46,6 +47,13 @@ type Options struct {
 	// ReadOnly refuses every action (stopping sessions, releasing
 	// locks, ...) and shows none.
 	ReadOnly bool
+	// Auth, when set, serves each person as themselves (a controller's
+	// dashboard); nil serves everyone as cfg's identity (a person's own,
+	// on localhost).
+	Auth *Auth
+	// Preview reads the syncs' repositories: what the next hydration
+	// would change, the folder's provenance and history. Nil reads none.
+	Preview *preview.Previewer
 }
 
 // Server is the dashboard over one cluster, reading through a cache the
@@ -61,6 +69,7 @@ type Server struct {
 	clients *clients
 	flashes flashes
 	csrfKey []byte
+	auth    *authn
 }
 
 // New connects to the cluster as cfg's identity and starts watching what
@@ -98,6 +107,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Server, error) {
 	}
 	s := &Server{o: o, cache: c, reader: c, events: newBroker(250 * time.Millisecond), csrfKey: []byte(rand.Text()),
 		clients: &clients{base: base}}
+	if o.Auth != nil {
+		s.auth = &authn{a: *o.Auth, c: base.Kube(), cfg: cfg, sessions: map[string]loginSession{}, reviews: map[string]review{}, access: map[string]review{}}
+		s.clients.make = s.auth.impersonating
+	}
 	if err := s.parse(); err != nil {
 		return nil, err
 	}
@@ -167,7 +180,7 @@ func (s *Server) parse() error {
 		return err
 	}
 	s.pages = map[string]*template.Template{}
-	for _, page := range []string{"syncs.html", "sync.html", "sessions.html", "session.html"} {
+	for _, page := range []string{"syncs.html", "sync.html", "sessions.html", "session.html", "history.html", "changes.html", "login.html"} {
 		t, err := template.Must(base.Clone()).ParseFS(web, "web/"+page)
 		if err != nil {
 			return err
@@ -181,7 +194,7 @@ func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	// A POST from a page of another origin is refused before any form
 	// token is looked at.
-	s.protect = http.NewCrossOriginProtection().Handler(s.mux)
+	s.protect = http.NewCrossOriginProtection().Handler(s.authenticated(s.mux))
 	static, _ := fs.Sub(web, "web/static")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -189,6 +202,11 @@ func (s *Server) routes() {
 	})
 	s.mux.HandleFunc("GET /syncs", s.syncs)
 	s.mux.HandleFunc("GET /syncs/{namespace}/{name}", s.sync)
+	s.mux.HandleFunc("GET /syncs/{namespace}/{name}/history", s.history)
+	s.mux.HandleFunc("GET /syncs/{namespace}/{name}/changes", s.changes)
+	s.mux.HandleFunc("GET /login", s.login)
+	s.mux.HandleFunc("POST /login", s.login)
+	s.mux.HandleFunc("POST /logout", s.logout)
 	s.mux.HandleFunc("GET /sessions", s.sessions)
 	s.mux.HandleFunc("GET /sessions/{name}", s.session)
 	s.mux.HandleFunc("POST /sessions/{name}/stop", s.action(func(r *http.Request) string { return "/sessions/" + r.PathValue("name") }, s.stopSession))

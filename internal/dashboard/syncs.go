@@ -273,6 +273,7 @@ func (s *Server) syncs(w http.ResponseWriter, r *http.Request) {
 type syncPage struct {
 	Title string
 	Nav   string
+	Path  string
 	Row   syncRow
 	Err   string
 }
@@ -289,7 +290,7 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, "sync.html", syncPage{Title: name, Nav: "syncs", Err: listError(err)})
 		return
 	}
-	s.render(w, r, "sync.html", syncPage{Title: ns + "/" + name, Nav: "syncs", Row: rowOf(&ms)})
+	s.render(w, r, "sync.html", syncPage{Title: ns + "/" + name, Nav: "syncs", Path: "/syncs/" + ns + "/" + name, Row: rowOf(&ms)})
 }
 
 func listError(err error) string {
@@ -344,6 +345,7 @@ var funcs = template.FuncMap{
 		return "?"
 	},
 	"lower": strings.ToLower,
+	"chain": chain,
 	"sessionSymbol": func(state string) string {
 		switch state {
 		case "active":

@@ -31,10 +31,12 @@ var layers = map[string][]string{
 	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override",
 		"internal/render", "internal/pin", "internal/destination"},
 	// The dashboard reads what the controller and sessions write.
-	"internal/dashboard": {"api/v1alpha1", "internal/cluster", "internal/session"},
+	"internal/dashboard":   {"api/v1alpha1", "internal/cluster", "internal/session", "internal/preview", "internal/hydrate", "internal/source", "internal/registry"},
+	"internal/credentials": {"api/v1alpha1", "internal/source"},
+	"internal/preview":     {"api/v1alpha1", "internal/config", "internal/credentials", "internal/destination", "internal/hydrate", "internal/registry", "internal/render", "internal/source"},
 	// The controller drives the engines; nothing below knows of it.
 	"internal/controller": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override",
-		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig"},
+		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig", "internal/credentials", "internal/preview", "internal/dashboard"},
 }
 
 func TestPackagesImportOnlyDownward(t *testing.T) {

@@ -1,4 +1,8 @@
-package controller
+// Package credentials reads the Secrets Sluice's resources name into what
+// the engines take: git credentials as Flux's GitRepository keys them, and
+// registry keychains from dockerconfigjson Secrets. Values never leave
+// them: not into logs, statuses or errors.
+package credentials
 
 import (
 	"context"
@@ -26,11 +30,11 @@ const (
 	keyPassphrase  = "password" // of an encrypted identity
 )
 
-// secrets reads the Secrets resources name, straight from the API server
+// Secrets reads the Secrets resources name, straight from the API server
 // (the controller watches no Secret: it may only get those named), each
 // remembered for a short while so that the syncs of one batch sharing a
 // Secret read it once.
-type secrets struct {
+type Secrets struct {
 	reader client.Reader
 	ttl    time.Duration
 
@@ -43,11 +47,14 @@ type readSecret struct {
 	at  time.Time
 }
 
-func newSecrets(r client.Reader) *secrets {
-	return &secrets{reader: r, ttl: 30 * time.Second, read: map[client.ObjectKey]readSecret{}}
+// NewSecrets reads through r: the controller's API reader, or a user's
+// client (who may read only their own).
+func NewSecrets(r client.Reader) *Secrets {
+	return &Secrets{reader: r, ttl: 30 * time.Second, read: map[client.ObjectKey]readSecret{}}
 }
 
-func (s *secrets) get(ctx context.Context, namespace string, ref *v1alpha1.SecretRef) (*corev1.Secret, error) {
+// Get reads one Secret.
+func (s *Secrets) Get(ctx context.Context, namespace string, ref *v1alpha1.SecretRef) (*corev1.Secret, error) {
 	key := client.ObjectKey{Namespace: namespace, Name: ref.Name}
 	s.mu.Lock()
 	r, ok := s.read[key]
@@ -68,13 +75,13 @@ func (s *secrets) get(ctx context.Context, namespace string, ref *v1alpha1.Secre
 	return r.sec, nil
 }
 
-// git reads a git credentials Secret. nil ref: none (anonymous, and clones
+// Git reads a git credentials Secret. nil ref: none (anonymous, and clones
 // kept apart from those of any Secret).
-func (s *secrets) git(ctx context.Context, namespace string, ref *v1alpha1.SecretRef) (*source.Credentials, error) {
+func (s *Secrets) Git(ctx context.Context, namespace string, ref *v1alpha1.SecretRef) (*source.Credentials, error) {
 	if ref == nil {
 		return &source.Credentials{Scope: "anonymous"}, nil
 	}
-	sec, err := s.get(ctx, namespace, ref)
+	sec, err := s.Get(ctx, namespace, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -99,13 +106,13 @@ func (s *secrets) git(ctx context.Context, namespace string, ref *v1alpha1.Secre
 	return &source.Credentials{Auth: a, Scope: namespace + "/" + ref.Name}, nil
 }
 
-// registry reads a kubernetes.io/dockerconfigjson Secret into a keychain,
+// Registry reads a kubernetes.io/dockerconfigjson Secret into a keychain,
 // and names it for the clients that share it.
-func (s *secrets) registry(ctx context.Context, namespace string, ref *v1alpha1.SecretRef) (authn.Keychain, string, error) {
+func (s *Secrets) Registry(ctx context.Context, namespace string, ref *v1alpha1.SecretRef) (authn.Keychain, string, error) {
 	if ref == nil {
 		return authn.NewMultiKeychain(), "anonymous", nil
 	}
-	sec, err := s.get(ctx, namespace, ref)
+	sec, err := s.Get(ctx, namespace, ref)
 	if err != nil {
 		return nil, "", err
 	}

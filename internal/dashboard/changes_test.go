@@ -1,0 +1,119 @@
+package dashboard
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/hydrate"
+	"sluice.dev/sluice/internal/preview"
+	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/source"
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// A sync's "what will change" is the real dry run of its next hydration:
+// nothing after a hydration, the changed lines after a source commit; its
+// history shows the destination commits that touched the folder, and its
+// provenance what was read.
+func TestWhatWillChangeAndHistory(t *testing.T) {
+	c := kube(t)
+	ctx := context.Background()
+	ns := testenv.Namespace("plan")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	gs := testenv.NewGitServer(t)
+	appURL, dstURL := gs.CreateRepo(t, "app"), gs.CreateRepo(t, "deploy")
+	app := testenv.NewWork(t, appURL)
+	cm := func(v string) map[string]string {
+		return map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {level: '" + v + "'}\n"}
+	}
+	app.Write(cm("1")).Commit("web: level 1")
+	app.Push()
+
+	ms := &v1alpha1.ManifestSync{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: v1alpha1.ManifestSyncSpec{
+			Source:      v1alpha1.Source{Repo: appURL, Ref: "main", Path: "deploy/web"},
+			Destination: v1alpha1.Destination{Repo: dstURL, Branch: "env/dev", Path: "apps/web"},
+		},
+	}
+	if err := c.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	// The first hydration, as the controller would run it.
+	hydrateNow := func() hydrate.Result {
+		t.Helper()
+		conf, err := config.FromManifestSync(ms, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := hydrate.Run(ctx, []config.ManifestSync{conf}, hydrate.Options{Cache: source.NewCache(t.TempDir()), Registry: registry.New()})
+		if err != nil || rep.Err() != nil {
+			t.Fatalf("hydrate: %v %v", err, rep.Err())
+		}
+		return rep.Results[0]
+	}
+	first := hydrateNow()
+	if first.Result != hydrate.Committed {
+		t.Fatalf("first hydration: %+v", first)
+	}
+
+	base := serve(t, cp.Config, Options{Namespace: ns, Preview: &preview.Previewer{Cache: source.NewCache(t.TempDir()), Registry: registry.New()}})
+	b := browser(t)
+
+	do(t, b, chromedp.Navigate(base+"/syncs/"+ns+"/web"), chromedp.WaitVisible(`svg.graph`),
+		chromedp.Click(`nav.actions a[href$="/changes"]`, chromedp.NodeVisible), chromedp.WaitVisible(`.plan-result`))
+	if got := run(t, b, chromedp.Text(`.plan-result`)); !strings.Contains(got, "Nothing will change") {
+		t.Errorf("right after a hydration, what will change says %q", got)
+	}
+
+	// A source commit: the next hydration would change the level.
+	app.Write(cm("2")).Commit("web: level 2")
+	app.Push()
+	do(t, b, chromedp.Reload(), chromedp.WaitVisible(`.plan-result`))
+	text := run(t, b, chromedp.Text(`#changes`))
+	if !strings.Contains(text, "The next hydration changes") {
+		t.Errorf("after a source commit, what will change says:\n%s", text)
+	}
+	diff := run(t, b, chromedp.Text(`pre.diff`))
+	if !strings.Contains(diff, "-data: {level: '1'}") || !strings.Contains(diff, "+data: {level: '2'}") {
+		t.Errorf("the diff lacks the level's change:\n%s", diff)
+	}
+	if n := run(t, b, chromedp.Evaluate[int](`document.querySelectorAll("pre.diff span.add").length`)); n == 0 {
+		t.Error("no added line is marked in the diff")
+	}
+	screenshot(t, b, "changes")
+
+	// Nothing was written: the destination still has the first commit.
+	conf, _ := config.FromManifestSync(ms, false)
+	if rep, err := hydrate.Run(ctx, []config.ManifestSync{conf}, hydrate.Options{Cache: source.NewCache(t.TempDir()), Registry: registry.New(), DryRun: true}); err != nil || !strings.Contains(rep.Results[0].Diff, "level") {
+		t.Fatalf("the preview wrote something: %+v %v", rep, err)
+	}
+
+	// History: after a second hydration, two commits changed the folder.
+	second := hydrateNow()
+	do(t, b, chromedp.Navigate(base+"/syncs/"+ns+"/web/history"), chromedp.WaitVisible(`ol.history`))
+	items := run(t, b, chromedp.Evaluate[[]string](`[...document.querySelectorAll("ol.history li")].map(li => li.dataset.commit)`))
+	if len(items) != 2 || items[0] != second.Commit || items[1] != first.Commit {
+		t.Errorf("history lists %v, want [%s %s]", items, second.Commit, first.Commit)
+	}
+	do(t, b, chromedp.Click(`details summary`, chromedp.NodeVisible))
+	text = run(t, b, chromedp.Text(`main`))
+	for _, want := range []string{"Fingerprint", "deploy/web/cm.yaml", app.Head()[:12]} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the history page lacks %q:\n%s", want, text)
+		}
+	}
+	if n := run(t, b, chromedp.Evaluate[int](`document.querySelectorAll("svg.timeline circle").length`)); n != 2 {
+		t.Errorf("the timeline has %d commits, want 2", n)
+	}
+	screenshot(t, b, "history")
+}

@@ -1,0 +1,157 @@
+// Package preview tells, for a ManifestSync resource of a cluster, what
+// its engines alone know: what its next hydration would change (a dry
+// run of the very engine the controller commits with), what its folder's
+// provenance says, and which destination commits touched the folder.
+// Nothing is written anywhere.
+package preview
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/credentials"
+	"sluice.dev/sluice/internal/destination"
+	"sluice.dev/sluice/internal/hydrate"
+	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/source"
+)
+
+// Previewer previews syncs through one clone cache.
+type Previewer struct {
+	// Cache opens the repositories; a controller's shares its clones.
+	Cache *source.Cache
+	// Registry resolves digests for a sync that names no registry Secret.
+	Registry *registry.Client
+	// RegistryFor, if set, makes the client of a sync's registry Secret
+	// (a controller's, under its rate limits); the default is a plain
+	// client of the Secret's keychain.
+	RegistryFor func(kc authn.Keychain, identity string) (*registry.Client, *render.Charts)
+	// AllowLocal lets syncs read repositories on this machine's disk (a
+	// person's dashboard; never a controller's).
+	AllowLocal bool
+	// OwnCredentials gives a sync that names no git Secret the Cache's
+	// own credentials (a person's, on a laptop); otherwise it reads
+	// anonymously.
+	OwnCredentials bool
+	// Limits bound the render.
+	Limits render.Limits
+}
+
+// Plan is the dry run of a sync's next hydration: its Result carries the
+// unified diff of the folder (empty when nothing would change).
+func (p *Previewer) Plan(ctx context.Context, secrets client.Reader, obj *v1alpha1.ManifestSync) (hydrate.Result, error) {
+	ms, err := config.FromManifestSync(obj, p.AllowLocal)
+	if err != nil {
+		return hydrate.Result{}, fmt.Errorf("ManifestSync %s/%s: %w", obj.Namespace, obj.Name, err)
+	}
+	s := credentials.NewSecrets(secrets)
+	src, dst, err := p.gitCredentials(ctx, s, obj)
+	if err != nil {
+		return hydrate.Result{}, err
+	}
+	reg, charts := p.Registry, (*render.Charts)(nil)
+	if ref := obj.Spec.RegistrySecretRef; ref != nil {
+		kc, id, err := s.Registry(ctx, obj.Namespace, ref)
+		if err != nil {
+			return hydrate.Result{}, err
+		}
+		if p.RegistryFor != nil {
+			reg, charts = p.RegistryFor(kc, id)
+		} else {
+			reg = registry.New(registry.WithKeychain(kc))
+		}
+	}
+	o := hydrate.Options{
+		Cache: p.Cache, Registry: reg, Charts: charts, DryRun: true, Parallel: 1, Limits: p.Limits,
+		Credentials: func(config.ManifestSync) (*source.Credentials, *source.Credentials) { return src, dst },
+	}
+	rep, err := hydrate.Run(ctx, []config.ManifestSync{ms}, o)
+	if err != nil {
+		return hydrate.Result{}, err
+	}
+	r := rep.Results[0]
+	return r, r.Err
+}
+
+// Folder is what the destination says of a sync's folder.
+type Folder struct {
+	// Branch and Commit are the destination branch and its tip as read.
+	Branch, Commit string
+	// Provenance is the folder's record; nil when the folder has none.
+	Provenance *v1alpha1.Provenance
+	// History are the newest commits of the branch that changed the
+	// folder, newest first.
+	History []source.LogEntry
+}
+
+// Folder reads a sync's folder and its history (at most max commits, of
+// the last 1,000 of the branch).
+func (p *Previewer) Folder(ctx context.Context, secrets client.Reader, obj *v1alpha1.ManifestSync, max int) (*Folder, error) {
+	ms, err := config.FromManifestSync(obj, p.AllowLocal)
+	if err != nil {
+		return nil, fmt.Errorf("ManifestSync %s/%s: %w", obj.Namespace, obj.Name, err)
+	}
+	_, dst, err := p.gitCredentials(ctx, credentials.NewSecrets(secrets), obj)
+	if err != nil {
+		return nil, err
+	}
+	d := ms.Spec.Destination
+	loc, err := source.ParseLocation(d.Repo, ms.Origin.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("spec.destination.repo: %w", err)
+	}
+	repo, err := p.Cache.Open(ctx, loc, source.OpenOptions{Credentials: dst})
+	if err != nil {
+		return nil, fmt.Errorf("opening destination %s: %w", source.Redact(d.Repo), err)
+	}
+	name := d.Branch
+	if d.Mode == v1alpha1.ModeBranch {
+		name = d.ReviewBranch(ms.Name)
+	}
+	b, err := destination.Open(repo, name)
+	if err != nil {
+		return nil, err
+	}
+	f := &Folder{Branch: name}
+	if !b.Exists() {
+		return f, nil
+	}
+	f.Commit = b.Tip().String()
+	folder := strings.Trim(path.Clean(d.Path), "/")
+	if f.Provenance, err = hydrate.ReadProvenance(b, folder); err != nil {
+		return f, err
+	}
+	if f.History, err = repo.History(plumbing.NewHash(f.Commit), folder, max, 1000); err != nil {
+		return f, fmt.Errorf("reading the history of %s: %w", folder, err)
+	}
+	return f, nil
+}
+
+// gitCredentials are a sync's credentials for its source and destination,
+// from the Secrets it names, read as whoever secrets reads as.
+func (p *Previewer) gitCredentials(ctx context.Context, s *credentials.Secrets, obj *v1alpha1.ManifestSync) (src, dst *source.Credentials, err error) {
+	spec := obj.Spec
+	if p.OwnCredentials && spec.Source.SecretRef == nil && spec.Destination.SecretRef == nil {
+		return nil, nil, nil // the cache's own
+	}
+	if src, err = s.Git(ctx, obj.Namespace, spec.Source.SecretRef); err != nil {
+		return nil, nil, err
+	}
+	ref := spec.Destination.SecretRef
+	if ref == nil && (spec.Destination.Repo == "" || spec.Destination.Repo == spec.Source.Repo) {
+		ref = spec.Source.SecretRef
+	}
+	if dst, err = s.Git(ctx, obj.Namespace, ref); err != nil {
+		return nil, nil, err
+	}
+	return src, dst, nil
+}
