@@ -11,6 +11,7 @@ import (
 
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/controller"
+	"sluice.dev/sluice/internal/dashboard"
 )
 
 type serveFlags struct {
@@ -31,6 +32,9 @@ type serveFlags struct {
 	qps           float32
 	burst         int
 	allowBuilders bool
+	dashboardAddr string
+	dashboard     dashboard.Auth
+	dashReadOnly  bool
 }
 
 func newServeCmd(s Streams) *cobra.Command {
@@ -48,7 +52,8 @@ it, each tag looked up once; only syncs whose inputs changed are rendered,
 and the syncs of one destination branch land as one commit. Credentials
 come from the Secrets the resources name. Webhooks (/hook/NAMESPACE/NAME,
 a Secret labelled sluice.dev/receiver=true with a token) trigger the
-resources a push concerns at once.`,
+resources a push concerns at once. With --dashboard-addr it serves the
+dashboard too, each person as themselves.`,
 		Example: `  sluice serve --kubeconfig ~/.kube/config
   sluice serve --enable-leader-election --watch-label-selector 'sharding.sluice.dev/key in (shard1)'`,
 		Args: cobra.NoArgs,
@@ -76,6 +81,7 @@ resources a push concerns at once.`,
 				Insecure: f.engine.insecure, Limits: lim, AllowLocalRepos: f.allowLocal, AllowBuilders: f.allowBuilders,
 				WatchLabelSelector: f.selector, LeaderElection: f.leaderElect, LeaderElectionNamespace: f.leaderNS, LeaderElectionID: f.leaderID,
 				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, Log: log,
+				DashboardAddr: f.dashboardAddr, DashboardAuth: f.dashboard, DashboardReadOnly: f.dashReadOnly,
 			})
 			if err != nil && cmd.Context().Err() == nil {
 				return exit(1, err)
@@ -97,6 +103,11 @@ resources a push concerns at once.`,
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":8080", "where Prometheus metrics are served (0: nowhere)")
 	fl.StringVar(&f.healthAddr, "health-addr", ":9440", "where /healthz and /readyz are served (0: nowhere)")
 	fl.StringVar(&f.hookAddr, "hook-addr", ":9292", "where webhook receivers (/hook/NAMESPACE/NAME) are served (0: nowhere)")
+	fl.StringVar(&f.dashboardAddr, "dashboard-addr", "0", "where the dashboard is served (0: nowhere); each person logs in with a token the API server accepts and sees and does what RBAC lets them (config/dashboard grants the controller what that needs)")
+	fl.BoolVar(&f.dashReadOnly, "dashboard-read-only", false, "the dashboard offers and accepts no action")
+	fl.StringVar(&f.dashboard.UserHeader, "dashboard-user-header", "", "header an authenticating proxy passes the user in (e.g. X-Forwarded-User); only when nothing but the proxy reaches the dashboard")
+	fl.StringVar(&f.dashboard.GroupHeader, "dashboard-group-header", "", "header an authenticating proxy passes the user's groups in (e.g. X-Forwarded-Groups)")
+	fl.BoolVar(&f.dashboard.SecureCookies, "dashboard-secure-cookies", false, "mark the login cookie Secure (the dashboard is reached over https)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logEncoding, "log-encoding", "json", "json or text")
 	fl.Float32Var(&f.qps, "kube-api-qps", 100, "requests per second to the API server")

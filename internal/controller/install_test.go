@@ -25,39 +25,9 @@ import (
 // all the controller needs (it runs here as that ServiceAccount, leader
 // election included) and no more than it should have.
 func TestInstallGrantsWhatTheControllerNeeds(t *testing.T) {
-	root, err := testenv.SourceRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "config", "default"))
-	if err != nil {
-		t.Fatalf("kustomize build config/default: %v", err)
-	}
 	ctx := context.Background()
 	e := newEnv(t)
-	kinds := map[string]int{}
-	for _, res := range resMap.Resources() {
-		m, err := res.Map()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{Object: m}
-		kinds[u.GetKind()]++
-		if u.GetKind() == "Deployment" {
-			var d appsv1.Deployment
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &d); err != nil {
-				t.Fatal(err)
-			}
-			c := d.Spec.Template.Spec.Containers[0]
-			if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem ||
-				c.LivenessProbe == nil || c.ReadinessProbe == nil || c.Resources.Limits.Memory().IsZero() || c.Args[0] != "serve" {
-				t.Errorf("the Deployment's container: %+v", c)
-			}
-		}
-		if err := e.c.Patch(ctx, u, client.Apply, client.FieldOwner("test"), client.ForceOwnership); err != nil {
-			t.Fatalf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
+	kinds, _ := install(t, e, "default")
 	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1,
 		"Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1} {
 		if kinds[kind] != n {
@@ -98,4 +68,44 @@ func TestInstallGrantsWhatTheControllerNeeds(t *testing.T) {
 		t.Fatalf("a Gitlab push hook as the ServiceAccount: %d %s", code, body)
 	}
 	e.ready("web", metav1.ConditionTrue, 30*time.Second)
+}
+
+// install builds config/DIR as kubectl apply -k would, checks its
+// Deployment, applies it, and counts its kinds.
+func install(t *testing.T, e *env, dir string) (kinds map[string]int, args []string) {
+	t.Helper()
+	root, err := testenv.SourceRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "config", dir))
+	if err != nil {
+		t.Fatalf("kustomize build config/%s: %v", dir, err)
+	}
+	ctx := context.Background()
+	kinds = map[string]int{}
+	for _, res := range resMap.Resources() {
+		m, err := res.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		kinds[u.GetKind()]++
+		if u.GetKind() == "Deployment" {
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &d); err != nil {
+				t.Fatal(err)
+			}
+			c := d.Spec.Template.Spec.Containers[0]
+			args = c.Args
+			if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem ||
+				c.LivenessProbe == nil || c.ReadinessProbe == nil || c.Resources.Limits.Memory().IsZero() || c.Args[0] != "serve" {
+				t.Errorf("the Deployment's container: %+v", c)
+			}
+		}
+		if err := e.c.Patch(ctx, u, client.Apply, client.FieldOwner("test"), client.ForceOwnership); err != nil {
+			t.Fatalf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return kinds, args
 }

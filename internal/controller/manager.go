@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -31,6 +32,9 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/credentials"
+	"sluice.dev/sluice/internal/dashboard"
+	"sluice.dev/sluice/internal/preview"
+	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
 )
 
@@ -71,6 +75,12 @@ type Options struct {
 	// /healthz and /readyz probes and the webhook receivers are served
 	// ("0" turns one off).
 	MetricsAddr, ProbeAddr, HookAddr string
+	// DashboardAddr serves the dashboard there ("" or "0": not at all),
+	// each person as themselves (see dashboard.Auth): DashboardAuth says
+	// how they are known, DashboardReadOnly refuses every action.
+	DashboardAddr     string
+	DashboardAuth     dashboard.Auth
+	DashboardReadOnly bool
 	// Log receives the controller's structured logs; the default discards
 	// them.
 	Log *slog.Logger
@@ -83,7 +93,7 @@ type Options struct {
 
 // Addrs are the addresses a running controller serves.
 type Addrs struct {
-	Hook, Metrics, Probe string
+	Hook, Metrics, Probe, Dashboard string
 }
 
 // Scheme holds the kinds the controller reads.
@@ -144,7 +154,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	listeners := map[string]net.Listener{}
-	for name, addr := range map[string]string{"metrics": o.MetricsAddr, "probe": o.ProbeAddr, "hook": o.HookAddr} {
+	for name, addr := range map[string]string{"metrics": o.MetricsAddr, "probe": o.ProbeAddr, "hook": o.HookAddr, "dashboard": o.DashboardAddr} {
 		if addr == "0" || addr == "" {
 			continue
 		}
@@ -204,6 +214,26 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	if l, ok := listeners["dashboard"]; ok {
+		// Every replica serves it, leader or not: it reads, and acts as
+		// each person.
+		auth := o.DashboardAuth
+		pv := &preview.Previewer{Cache: eng.cache, Registry: eng.registry("anonymous", nil).reg, AllowLocal: o.AllowLocalRepos, Limits: o.Limits,
+			RegistryFor: func(kc authn.Keychain, id string) (*registry.Client, *render.Charts) {
+				c := eng.registry(id, kc)
+				return c.reg, c.charts
+			}}
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			d, err := dashboard.New(ctx, o.Config, dashboard.Options{Auth: &auth, ReadOnly: o.DashboardReadOnly, Preview: pv, Log: o.Log})
+			if err != nil {
+				l.Close()
+				return fmt.Errorf("dashboard: %w", err)
+			}
+			return d.Serve(ctx, l)
+		})); err != nil {
+			return err
+		}
+	}
 	// A status write is no reason to reconcile; a new generation, a
 	// reconcile request and a deletion are.
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
@@ -231,7 +261,7 @@ func Run(ctx context.Context, o Options) error {
 	o.Log.Info("starting", "concurrent", o.Concurrent, "registryRPS", o.RegistryRPS, "watchLabelSelector", o.WatchLabelSelector,
 		"leaderElection", o.LeaderElection, "hook", addr("hook"), "metrics", addr("metrics"), "probe", addr("probe"))
 	if o.Ready != nil {
-		o.Ready(Addrs{Hook: addr("hook"), Metrics: addr("metrics"), Probe: addr("probe")})
+		o.Ready(Addrs{Hook: addr("hook"), Metrics: addr("metrics"), Probe: addr("probe"), Dashboard: addr("dashboard")})
 	}
 	return mgr.Start(ctx)
 }

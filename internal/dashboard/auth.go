@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -271,4 +272,27 @@ func (s *Server) allowed(ctx context.Context, verb, group, resource, ns, name st
 		return nil
 	}
 	return s.auth.allowed(ctx, u, verb, group, resource, ns, name)
+}
+
+// visible tells which namespaces the request's user may list syncs in:
+// all of them, or in ns, when they may list there; otherwise those the
+// API server allows one by one.
+func (s *Server) visible(ctx context.Context, ns string) (func(string) bool, error) {
+	all := func(string) bool { return true }
+	err := s.allowed(ctx, "list", "sluice.dev", "manifestsyncs", ns, "")
+	if err == nil {
+		return all, nil
+	}
+	if ns != "" || !errors.Is(err, errForbidden) {
+		return func(string) bool { return false }, err
+	}
+	seen := map[string]bool{}
+	return func(ns string) bool {
+		ok, done := seen[ns]
+		if !done {
+			ok = s.allowed(ctx, "list", "sluice.dev", "manifestsyncs", ns, "") == nil
+			seen[ns] = ok
+		}
+		return ok
+	}, nil
 }

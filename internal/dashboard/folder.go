@@ -25,7 +25,7 @@ func (s *Server) syncOf(w http.ResponseWriter, r *http.Request, page string) (*v
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	if err := s.allowed(r.Context(), "get", "sluice.dev", "manifestsyncs", ns, name); err != nil {
 		w.WriteHeader(http.StatusForbidden)
-		s.render(w, r, page, folderPage{Title: name, Nav: "syncs", Err: actionError(err)})
+		s.render(w, r, page, errorPage{Title: name, Nav: "syncs", Err: actionError(err)})
 		return nil, false
 	}
 	var ms v1alpha1.ManifestSync
@@ -35,10 +35,18 @@ func (s *Server) syncOf(w http.ResponseWriter, r *http.Request, page string) (*v
 			w.WriteHeader(http.StatusNotFound)
 			msg = fmt.Sprintf("ManifestSync %s/%s does not exist (any more).", ns, name)
 		}
-		s.render(w, r, page, folderPage{Title: name, Nav: "syncs", Err: msg})
+		s.render(w, r, page, errorPage{Title: name, Nav: "syncs", Err: msg})
 		return nil, false
 	}
 	return &ms, true
+}
+
+// errorPage is any page that could not be made.
+type errorPage struct {
+	Title, Nav, Err string
+	Sync            syncRow
+	Row             syncRow
+	Path            string
 }
 
 type folderPage struct {

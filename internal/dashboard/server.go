@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -238,16 +239,9 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, dat
 	}
 }
 
-// Listen serves the dashboard on addr until ctx ends, and returns the
-// address it listens on at once.
-func (s *Server) Listen(ctx context.Context, addr string) (string, <-chan error, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("dashboard address %s: %w", addr, err)
-	}
+// Serve serves the dashboard on l until ctx ends.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
 	go func() {
 		<-ctx.Done()
 		s.events.close()
@@ -255,5 +249,20 @@ func (s *Server) Listen(ctx context.Context, addr string) (string, <-chan error,
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Listen serves the dashboard on addr until ctx ends, and returns the
+// address it listens on at once.
+func (s *Server) Listen(ctx context.Context, addr string) (string, <-chan error, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("dashboard address %s: %w", addr, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
 	return l.Addr().String(), done, nil
 }

@@ -231,20 +231,32 @@ func (s *Server) syncs(w http.ResponseWriter, r *http.Request) {
 	if err := s.reader.List(r.Context(), &list, opts...); err != nil {
 		p.Err = listError(err)
 	}
+	// A person sees the namespaces they may list syncs in.
+	visible, err := s.visible(r.Context(), cmp.Or(f.Namespace, s.o.Namespace))
+	if err != nil {
+		p.Err = actionError(err)
+	}
 	var all v1alpha1.ManifestSyncList
 	if err := s.reader.List(r.Context(), &all, client.InNamespace(s.o.Namespace)); err == nil {
 		seen := map[string]bool{}
 		for i := range all.Items {
-			if ns := all.Items[i].Namespace; !seen[ns] {
+			ns := all.Items[i].Namespace
+			if !visible(ns) {
+				continue
+			}
+			p.All++
+			if !seen[ns] {
 				seen[ns] = true
 				p.Namespaces = append(p.Namespaces, ns)
 			}
 		}
 		slices.Sort(p.Namespaces)
-		p.All = len(all.Items)
 	}
 	rows := make([]syncRow, 0, len(list.Items))
 	for i := range list.Items {
+		if !visible(list.Items[i].Namespace) {
+			continue
+		}
 		row := rowOf(&list.Items[i])
 		p.Counts[row.State]++
 		if f.matches(row) {
@@ -279,18 +291,11 @@ type syncPage struct {
 }
 
 func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
-	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	var ms v1alpha1.ManifestSync
-	if err := s.reader.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, &ms); err != nil {
-		if apierrors.IsNotFound(err) {
-			w.WriteHeader(http.StatusNotFound)
-			s.render(w, r, "sync.html", syncPage{Title: name, Nav: "syncs", Err: fmt.Sprintf("ManifestSync %s/%s does not exist (any more).", ns, name)})
-			return
-		}
-		s.render(w, r, "sync.html", syncPage{Title: name, Nav: "syncs", Err: listError(err)})
+	ms, ok := s.syncOf(w, r, "sync.html")
+	if !ok {
 		return
 	}
-	s.render(w, r, "sync.html", syncPage{Title: ns + "/" + name, Nav: "syncs", Path: "/syncs/" + ns + "/" + name, Row: rowOf(&ms)})
+	s.render(w, r, "sync.html", syncPage{Title: ms.Namespace + "/" + ms.Name, Nav: "syncs", Path: "/syncs/" + ms.Namespace + "/" + ms.Name, Row: rowOf(ms)})
 }
 
 func listError(err error) string {
