@@ -296,3 +296,24 @@ func (s *Server) visible(ctx context.Context, ns string) (func(string) bool, err
 		return ok
 	}, nil
 }
+
+// mayAct checks, before an action, that the request's user may verb the
+// resource: a SubjectAccessReview for a controller's dashboard, a
+// SelfSubjectAccessReview of the kubeconfig's identity for a person's.
+func (s *Server) mayAct(ctx context.Context, verb, group, resource, ns, name string) error {
+	if s.auth != nil {
+		if u := userOf(ctx); u != nil {
+			return s.auth.allowed(ctx, u, verb, group, resource, ns, name)
+		}
+	}
+	r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name},
+	}}
+	if err := s.clients.base.Kube().Create(ctx, r); err != nil {
+		return fmt.Errorf("asking the API server what you may do: %w", err)
+	}
+	if !r.Status.Allowed {
+		return forbidden("you may not %s %s.%s %s in namespace %s", verb, resource, group, name, ns)
+	}
+	return nil
+}

@@ -181,7 +181,7 @@ func (s *Server) parse() error {
 		return err
 	}
 	s.pages = map[string]*template.Template{}
-	for _, page := range []string{"syncs.html", "sync.html", "sessions.html", "session.html", "history.html", "changes.html", "login.html"} {
+	for _, page := range []string{"syncs.html", "sync.html", "sessions.html", "session.html", "history.html", "changes.html", "login.html", "takeovers.html"} {
 		t, err := template.Must(base.Clone()).ParseFS(web, "web/"+page)
 		if err != nil {
 			return err
@@ -208,6 +208,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /login", s.login)
 	s.mux.HandleFunc("POST /login", s.login)
 	s.mux.HandleFunc("POST /logout", s.logout)
+	s.mux.HandleFunc("GET /takeovers", s.takeovers)
+	back := func(*http.Request) string { return "/takeovers" }
+	s.mux.HandleFunc("POST /takeovers/{namespace}/{name}/release", s.action(back, s.releaseLock))
+	s.mux.HandleFunc("POST /takeovers/{namespace}/{name}/extend", s.action(back, s.extendLock))
 	s.mux.HandleFunc("GET /sessions", s.sessions)
 	s.mux.HandleFunc("GET /sessions/{name}", s.session)
 	s.mux.HandleFunc("POST /sessions/{name}/stop", s.action(func(r *http.Request) string { return "/sessions/" + r.PathValue("name") }, s.stopSession))

@@ -161,6 +161,11 @@ type WriteOptions struct {
 	// Attempts bounds the retries when someone else pushes meanwhile; the
 	// default is 5.
 	Attempts int
+	// Edit, when set, makes the changes from the branch as each attempt
+	// finds it (the changes given are then ignored): a change that depends
+	// on what the folder holds is made again on top of whatever someone
+	// else pushed meanwhile, never over it.
+	Edit func(b *Branch) ([]Change, error)
 }
 
 // Result is what a write did.
@@ -193,6 +198,11 @@ func Write(ctx context.Context, repo *source.Repo, branch string, changes []Chan
 		b, err := Open(repo, branch)
 		if err != nil {
 			return res, err
+		}
+		if o.Edit != nil {
+			if changes, err = o.Edit(b); err != nil {
+				return res, err
+			}
 		}
 		parent, baseTree := b.tip, b.tree
 		if parent.IsZero() {

@@ -1,8 +1,9 @@
-// Package preview tells, for a ManifestSync resource of a cluster, what
-// its engines alone know: what its next hydration would change (a dry
-// run of the very engine the controller commits with), what its folder's
-// provenance says, and which destination commits touched the folder.
-// Nothing is written anywhere.
+// Package preview runs the engines for one ManifestSync resource of a
+// cluster at a person's request, as the dashboard needs: what its next
+// hydration would change (a dry run of the very engine the controller
+// commits with), what its folder's provenance says, which destination
+// commits touched the folder; and the two things a person does to a
+// takeover's lock, release and extend (the only writes).
 package preview
 
 import (
@@ -49,37 +50,47 @@ type Previewer struct {
 // Plan is the dry run of a sync's next hydration: its Result carries the
 // unified diff of the folder (empty when nothing would change).
 func (p *Previewer) Plan(ctx context.Context, secrets client.Reader, obj *v1alpha1.ManifestSync) (hydrate.Result, error) {
-	ms, err := config.FromManifestSync(obj, p.AllowLocal)
-	if err != nil {
-		return hydrate.Result{}, fmt.Errorf("ManifestSync %s/%s: %w", obj.Namespace, obj.Name, err)
-	}
-	s := credentials.NewSecrets(secrets)
-	src, dst, err := p.gitCredentials(ctx, s, obj)
+	ms, o, err := p.options(ctx, secrets, obj)
 	if err != nil {
 		return hydrate.Result{}, err
 	}
-	reg, charts := p.Registry, (*render.Charts)(nil)
-	if ref := obj.Spec.RegistrySecretRef; ref != nil {
-		kc, id, err := s.Registry(ctx, obj.Namespace, ref)
-		if err != nil {
-			return hydrate.Result{}, err
-		}
-		if p.RegistryFor != nil {
-			reg, charts = p.RegistryFor(kc, id)
-		} else {
-			reg = registry.New(registry.WithKeychain(kc))
-		}
-	}
-	o := hydrate.Options{
-		Cache: p.Cache, Registry: reg, Charts: charts, DryRun: true, Parallel: 1, Limits: p.Limits,
-		Credentials: func(config.ManifestSync) (*source.Credentials, *source.Credentials) { return src, dst },
-	}
+	o.DryRun = true
 	rep, err := hydrate.Run(ctx, []config.ManifestSync{ms}, o)
 	if err != nil {
 		return hydrate.Result{}, err
 	}
 	r := rep.Results[0]
 	return r, r.Err
+}
+
+// options are the hydration options of one sync: its Secrets' credentials,
+// read through secrets.
+func (p *Previewer) options(ctx context.Context, secrets client.Reader, obj *v1alpha1.ManifestSync) (config.ManifestSync, hydrate.Options, error) {
+	ms, err := config.FromManifestSync(obj, p.AllowLocal)
+	if err != nil {
+		return ms, hydrate.Options{}, fmt.Errorf("ManifestSync %s/%s: %w", obj.Namespace, obj.Name, err)
+	}
+	s := credentials.NewSecrets(secrets)
+	src, dst, err := p.gitCredentials(ctx, s, obj)
+	if err != nil {
+		return ms, hydrate.Options{}, err
+	}
+	o := hydrate.Options{
+		Cache: p.Cache, Registry: p.Registry, Parallel: 1, Limits: p.Limits,
+		Credentials: func(config.ManifestSync) (*source.Credentials, *source.Credentials) { return src, dst },
+	}
+	if ref := obj.Spec.RegistrySecretRef; ref != nil {
+		kc, id, err := s.Registry(ctx, obj.Namespace, ref)
+		if err != nil {
+			return ms, o, err
+		}
+		if p.RegistryFor != nil {
+			o.Registry, o.Charts = p.RegistryFor(kc, id)
+		} else {
+			o.Registry = registry.New(registry.WithKeychain(kc))
+		}
+	}
+	return ms, o, nil
 }
 
 // Folder is what the destination says of a sync's folder.
