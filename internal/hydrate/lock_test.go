@@ -11,10 +11,10 @@ import (
 func TestSetExpiresChangesOnlyTheExpiry(t *testing.T) {
 	p := &v1alpha1.Provenance{
 		APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.KindProvenance, Sync: "web",
-		Source:   v1alpha1.ProvenanceSource{Repo: "https://git.example.com/app.git", Commit: strings.Repeat("a", 40), Path: "deploy/web"},
-		Renderer: v1alpha1.Renderer{Name: "kustomize", Version: "v5"},
-		Images:   []v1alpha1.PinnedImage{{Name: "web", From: "web", Tag: "dev-alice", Digest: "sha256:" + strings.Repeat("b", 64)}},
-		Inputs:   []v1alpha1.Input{{Path: "deploy/web/kustomization.yaml", Hash: strings.Repeat("c", 40)}},
+		Source:      v1alpha1.ProvenanceSource{Repo: "https://git.example.com/app.git", Commit: strings.Repeat("a", 40), Path: "deploy/web"},
+		Renderer:    v1alpha1.Renderer{Name: "kustomize", Version: "v5"},
+		Images:      []v1alpha1.PinnedImage{{Name: "web", From: "web", Tag: "dev-alice", Digest: "sha256:" + strings.Repeat("b", 64)}},
+		Inputs:      []v1alpha1.Input{{Path: "deploy/web/kustomization.yaml", Hash: strings.Repeat("c", 40)}},
 		Fingerprint: "sha256:f", Manifests: "sha256:m",
 		Takeover: &v1alpha1.Takeover{Owner: "alice@laptop", Commit: strings.Repeat("d", 40), Tag: "dev-alice", Expires: "2026-12-03T18:00:00Z"},
 	}
