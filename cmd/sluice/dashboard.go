@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/dashboard"
@@ -39,6 +41,8 @@ own git credentials, as sluice hydrate reads them. Ctrl+C stops it.`,
 			if err != nil {
 				return exit(2, err)
 			}
+			// The watches' own logs would go to stderr unasked.
+			ctrllog.SetLogger(logr.Discard())
 			cache, _, h, err := eng.engines(s)
 			if err != nil {
 				return exit(2, err)

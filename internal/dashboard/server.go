@@ -71,6 +71,9 @@ type Server struct {
 	flashes flashes
 	csrfKey []byte
 	auth    *authn
+	// watchImages says the identity may watch Images (they are then read
+	// from the cache, and pages follow them).
+	watchImages bool
 }
 
 // New connects to the cluster as cfg's identity and starts watching what
@@ -120,9 +123,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("watching ManifestSyncs: %w", err)
 	}
 	inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { s.events.publish("syncs") },
-		UpdateFunc: func(any, any) { s.events.publish("syncs") },
-		DeleteFunc: func(any) { s.events.publish("syncs") },
+		AddFunc:    func(any) { s.events.publish("syncs"); s.events.publish("images") },
+		UpdateFunc: func(any, any) { s.events.publish("syncs"); s.events.publish("images") },
+		DeleteFunc: func(any) { s.events.publish("syncs"); s.events.publish("images") },
 	})
 	if watchSessions, err := mayWatch(ctx, base, "coordination.k8s.io", "leases", session.SystemNamespace); err != nil {
 		return nil, err
@@ -135,6 +138,19 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Server, error) {
 			AddFunc:    func(any) { s.events.publish("sessions") },
 			UpdateFunc: func(any, any) { s.events.publish("sessions") },
 			DeleteFunc: func(any) { s.events.publish("sessions") },
+		})
+	}
+	if s.watchImages, err = mayWatch(ctx, base, "sluice.dev", "images", o.Namespace); err != nil {
+		return nil, err
+	} else if s.watchImages {
+		inf, err := c.GetInformer(ctx, &v1alpha1.Image{})
+		if err != nil {
+			return nil, fmt.Errorf("watching Images: %w", err)
+		}
+		inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.events.publish("images") },
+			UpdateFunc: func(any, any) { s.events.publish("images") },
+			DeleteFunc: func(any) { s.events.publish("images") },
 		})
 	}
 	go func() {
@@ -181,7 +197,7 @@ func (s *Server) parse() error {
 		return err
 	}
 	s.pages = map[string]*template.Template{}
-	for _, page := range []string{"syncs.html", "sync.html", "sessions.html", "session.html", "history.html", "changes.html", "login.html", "takeovers.html"} {
+	for _, page := range []string{"syncs.html", "sync.html", "sessions.html", "session.html", "history.html", "changes.html", "login.html", "takeovers.html", "images.html"} {
 		t, err := template.Must(base.Clone()).ParseFS(web, "web/"+page)
 		if err != nil {
 			return err
@@ -212,6 +228,7 @@ func (s *Server) routes() {
 	back := func(*http.Request) string { return "/takeovers" }
 	s.mux.HandleFunc("POST /takeovers/{namespace}/{name}/release", s.action(back, s.releaseLock))
 	s.mux.HandleFunc("POST /takeovers/{namespace}/{name}/extend", s.action(back, s.extendLock))
+	s.mux.HandleFunc("GET /images", s.images)
 	s.mux.HandleFunc("GET /sessions", s.sessions)
 	s.mux.HandleFunc("GET /sessions/{name}", s.session)
 	s.mux.HandleFunc("POST /sessions/{name}/stop", s.action(func(r *http.Request) string { return "/sessions/" + r.PathValue("name") }, s.stopSession))
