@@ -107,6 +107,7 @@ func TestWhatWillChangeAndHistory(t *testing.T) {
 	}
 	do(t, b, chromedp.Click(`details summary`, chromedp.NodeVisible))
 	text = run(t, b, chromedp.Text(`main`))
+	screenshot(t, b, "history")
 	for _, want := range []string{"Fingerprint", "deploy/web/cm.yaml", app.Head()[:12]} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the history page lacks %q:\n%s", want, text)
@@ -115,5 +116,29 @@ func TestWhatWillChangeAndHistory(t *testing.T) {
 	if n := run(t, b, chromedp.Evaluate[int](`document.querySelectorAll("svg.timeline circle").length`)); n != 2 {
 		t.Errorf("the timeline has %d commits, want 2", n)
 	}
-	screenshot(t, b, "history")
+
+	// A second sync writes the same branch: the branch's timeline has a
+	// lane per folder, each commit's dots on the folders it changed.
+	api := ms.DeepCopy()
+	api.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "api"}
+	api.Spec.Destination.Path = "apps/api"
+	if err := c.Create(ctx, api); err != nil {
+		t.Fatal(err)
+	}
+	apiConf, _ := config.FromManifestSync(api, false)
+	rep, err := hydrate.Run(ctx, []config.ManifestSync{apiConf}, hydrate.Options{Cache: source.NewCache(t.TempDir()), Registry: registry.New()})
+	if err != nil || rep.Err() != nil {
+		t.Fatalf("hydrate api: %v %v", err, rep.Err())
+	}
+	do(t, b, chromedp.Navigate(base+"/branches"), chromedp.WaitVisible(`tr[data-branch="env/dev"]`),
+		chromedp.Click(`tr[data-branch="env/dev"] a`, chromedp.NodeVisible), chromedp.WaitVisible(`svg.lanes`))
+	dots := run(t, b, chromedp.Evaluate[map[string]int](`Object.fromEntries([...document.querySelectorAll("svg.lanes g[data-commit]")].map(g => [g.dataset.commit, g.querySelectorAll("circle").length]))`))
+	wantDots := map[string]int{first.Commit: 1, second.Commit: 1, rep.Results[0].Commit: 1}
+	if len(dots) != 3 || dots[first.Commit] != 1 || dots[rep.Results[0].Commit] != 1 {
+		t.Errorf("the branch's lanes: %v, want %v", dots, wantDots)
+	}
+	if text := run(t, b, chromedp.Text(`ol.history`)); !strings.Contains(text, "apps/api") || !strings.Contains(text, "apps/web") {
+		t.Errorf("the branch's commits do not name their folders:\n%s", text)
+	}
+	screenshot(t, b, "branch")
 }

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"fmt"
 	"html/template"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,4 +111,65 @@ func repoName(repo string) string {
 		return parts[len(parts)-2] + "/" + parts[len(parts)-1]
 	}
 	return repo
+}
+
+// lanes draws a destination branch's commits along a time axis, a lane
+// per sync folder: a dot where a commit changed the folder, a line joining
+// the dots of one commit.
+func lanes(commits []source.LogEntry, syncs []syncRow, repo string) template.HTML {
+	if len(commits) == 0 {
+		return ""
+	}
+	const w, label, pad, laneH = 1000, 220, 30, 28
+	h := len(syncs)*laneH + 50
+	lane := map[string]int{}
+	for i, s := range syncs {
+		lane[s.Destination.Path] = i
+	}
+	first, last := commits[len(commits)-1].When, commits[0].When
+	span := last.Sub(first)
+	x := func(t time.Time) float64 {
+		if span <= 0 {
+			return float64(label+w) / 2
+		}
+		return label + float64(t.Sub(first))/float64(span)*float64(w-label-pad)
+	}
+	y := func(i int) int { return 20 + i*laneH }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="timeline lanes" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%d commits to this branch between %s and %s, by sync folder">`,
+		w, h, len(commits), esc(first.UTC().Format(time.DateTime)), esc(last.UTC().Format(time.DateTime)))
+	for i, s := range syncs {
+		fmt.Fprintf(&b, `<text x="0" y="%d">%s</text><line class="lane" x1="%d" y1="%d" x2="%d" y2="%d"/>`,
+			y(i)+4, esc(clip(s.Namespace+"/"+s.Name, 30)), label, y(i), w-pad, y(i))
+	}
+	for i := len(commits) - 1; i >= 0; i-- {
+		c := commits[i]
+		cx := x(c.When)
+		var ys []int
+		for _, f := range c.Folders {
+			if l, ok := lane[f]; ok {
+				ys = append(ys, y(l))
+			}
+		}
+		if len(ys) == 0 {
+			continue
+		}
+		title := fmt.Sprintf("%s %s — %s, %s", short(c.Hash), c.Subject, c.Author, c.When.UTC().Format(time.DateTime))
+		var g strings.Builder
+		if len(ys) > 1 {
+			fmt.Fprintf(&g, `<line class="edge" x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke-width="2"/>`, cx, slices.Min(ys), cx, slices.Max(ys))
+		}
+		for _, yy := range ys {
+			fmt.Fprintf(&g, `<circle class="dot" cx="%.1f" cy="%d" r="6"/>`, cx, yy)
+		}
+		group := fmt.Sprintf(`<g data-commit="%s"><title>%s</title>%s</g>`, esc(c.Hash), esc(title), g.String())
+		if u := commitURL(repo, c.Hash); u != "" {
+			group = fmt.Sprintf(`<a href="%s">%s</a>`, esc(u), group)
+		}
+		b.WriteString(group)
+	}
+	fmt.Fprintf(&b, `<text class="muted" x="%d" y="%d">%s</text>`, label, h-8, esc(first.UTC().Format(time.DateTime)))
+	fmt.Fprintf(&b, `<text class="muted" x="%d" y="%d" text-anchor="end">%s</text>`, w-pad, h-8, esc(last.UTC().Format(time.DateTime)))
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
 }

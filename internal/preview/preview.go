@@ -107,23 +107,11 @@ type Folder struct {
 // Folder reads a sync's folder and its history (at most max commits, of
 // the last 1,000 of the branch).
 func (p *Previewer) Folder(ctx context.Context, secrets client.Reader, obj *v1alpha1.ManifestSync, max int) (*Folder, error) {
-	ms, err := config.FromManifestSync(obj, p.AllowLocal)
-	if err != nil {
-		return nil, fmt.Errorf("ManifestSync %s/%s: %w", obj.Namespace, obj.Name, err)
-	}
-	_, dst, err := p.gitCredentials(ctx, credentials.NewSecrets(secrets), obj)
+	ms, repo, err := p.destination(ctx, secrets, obj)
 	if err != nil {
 		return nil, err
 	}
 	d := ms.Spec.Destination
-	loc, err := source.ParseLocation(d.Repo, ms.Origin.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("spec.destination.repo: %w", err)
-	}
-	repo, err := p.Cache.Open(ctx, loc, source.OpenOptions{Credentials: dst})
-	if err != nil {
-		return nil, fmt.Errorf("opening destination %s: %w", source.Redact(d.Repo), err)
-	}
 	name := d.Branch
 	if d.Mode == v1alpha1.ModeBranch {
 		name = d.ReviewBranch(ms.Name)
@@ -165,4 +153,57 @@ func (p *Previewer) gitCredentials(ctx context.Context, s *credentials.Secrets, 
 		return nil, nil, err
 	}
 	return src, dst, nil
+}
+
+// Branch is the recent history of a destination branch, as it concerns
+// some syncs' folders.
+type Branch struct {
+	Name, Commit string
+	// History are the newest commits that changed any of the folders,
+	// each naming those it changed.
+	History []source.LogEntry
+}
+
+// BranchHistory reads the newest max commits of the destination branch
+// obj writes that changed any of folders (of the last 1,000), with obj's
+// credentials.
+func (p *Previewer) BranchHistory(ctx context.Context, secrets client.Reader, obj *v1alpha1.ManifestSync, folders []string, max int) (*Branch, error) {
+	ms, repo, err := p.destination(ctx, secrets, obj)
+	if err != nil {
+		return nil, err
+	}
+	d := ms.Spec.Destination
+	b, err := destination.Open(repo, d.Branch)
+	if err != nil {
+		return nil, err
+	}
+	out := &Branch{Name: d.Branch}
+	if !b.Exists() {
+		return out, nil
+	}
+	out.Commit = b.Tip().String()
+	out.History, err = repo.BranchHistory(b.Tip(), folders, max, 1000)
+	return out, err
+}
+
+// destination opens the repository a sync writes, with its credentials.
+func (p *Previewer) destination(ctx context.Context, secrets client.Reader, obj *v1alpha1.ManifestSync) (config.ManifestSync, *source.Repo, error) {
+	ms, err := config.FromManifestSync(obj, p.AllowLocal)
+	if err != nil {
+		return ms, nil, fmt.Errorf("ManifestSync %s/%s: %w", obj.Namespace, obj.Name, err)
+	}
+	_, dst, err := p.gitCredentials(ctx, credentials.NewSecrets(secrets), obj)
+	if err != nil {
+		return ms, nil, err
+	}
+	d := ms.Spec.Destination
+	loc, err := source.ParseLocation(d.Repo, ms.Origin.Dir)
+	if err != nil {
+		return ms, nil, fmt.Errorf("spec.destination.repo: %w", err)
+	}
+	repo, err := p.Cache.Open(ctx, loc, source.OpenOptions{Credentials: dst})
+	if err != nil {
+		return ms, nil, fmt.Errorf("opening destination %s: %w", source.Redact(d.Repo), err)
+	}
+	return ms, repo, nil
 }

@@ -19,43 +19,66 @@ type LogEntry struct {
 	// Tree is the folder's tree at this commit ("" when the commit
 	// removed it).
 	Tree string
+	// Folders are those of the folders asked about that the commit
+	// changed, and Trees their trees at this commit (BranchHistory).
+	Folders, Trees []string
 }
 
-// History walks the first parents back from the commit from, and returns
-// the newest max commits that changed folder (a path in the repository,
-// "." or "" for all of it), reading at most scan commits.
-func (r *Repo) History(from plumbing.Hash, folder string, max, scan int) ([]LogEntry, error) {
+// BranchHistory walks the first parents back from the commit from, and
+// returns the newest max commits that changed any of folders, each with
+// those it changed, reading at most scan commits.
+func (r *Repo) BranchHistory(from plumbing.Hash, folders []string, max, scan int) ([]LogEntry, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	folder = strings.Trim(path.Clean("/"+folder), "/")
-	var out []LogEntry
+	clean := make([]string, len(folders))
+	for i, f := range folders {
+		clean[i] = strings.Trim(path.Clean("/"+f), "/")
+	}
 	c, err := r.git.CommitObject(from)
 	if err != nil {
 		return nil, err
 	}
-	at, err := folderTree(c, folder)
+	trees := func(c *object.Commit) ([]plumbing.Hash, error) {
+		out := make([]plumbing.Hash, len(clean))
+		for i, f := range clean {
+			h, err := folderTree(c, f)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = h
+		}
+		return out, nil
+	}
+	at, err := trees(c)
 	if err != nil {
 		return nil, err
 	}
+	var out []LogEntry
 	for range scan {
 		if len(out) >= max {
 			break
 		}
 		var parent *object.Commit
-		parentAt := plumbing.ZeroHash
+		parentAt := make([]plumbing.Hash, len(clean))
 		if c.NumParents() > 0 {
 			if parent, err = c.Parent(0); err != nil {
 				return out, err
 			}
-			if parentAt, err = folderTree(parent, folder); err != nil {
+			if parentAt, err = trees(parent); err != nil {
 				return out, err
 			}
 		}
-		if at != parentAt {
-			e := LogEntry{Hash: c.Hash.String(), Author: c.Author.Name, When: c.Author.When, Subject: strings.SplitN(strings.TrimSpace(c.Message), "\n", 2)[0]}
-			if !at.IsZero() {
-				e.Tree = at.String()
+		e := LogEntry{Hash: c.Hash.String(), Author: c.Author.Name, When: c.Author.When, Subject: strings.SplitN(strings.TrimSpace(c.Message), "\n", 2)[0]}
+		for i := range clean {
+			if at[i] != parentAt[i] {
+				tree := ""
+				if !at[i].IsZero() {
+					tree = at[i].String()
+				}
+				e.Folders, e.Trees = append(e.Folders, folders[i]), append(e.Trees, tree)
 			}
+		}
+		if len(e.Folders) > 0 {
 			out = append(out, e)
 		}
 		if parent == nil {
@@ -64,6 +87,17 @@ func (r *Repo) History(from plumbing.Hash, folder string, max, scan int) ([]LogE
 		c, at = parent, parentAt
 	}
 	return out, nil
+}
+
+// History walks the first parents back from the commit from, and returns
+// the newest max commits that changed folder (a path in the repository,
+// "." or "" for all of it), reading at most scan commits.
+func (r *Repo) History(from plumbing.Hash, folder string, max, scan int) ([]LogEntry, error) {
+	out, err := r.BranchHistory(from, []string{folder}, max, scan)
+	for i := range out {
+		out[i].Tree, out[i].Folders, out[i].Trees = out[i].Trees[0], nil, nil
+	}
+	return out, err
 }
 
 // folderTree is the hash of folder's tree in commit c, zero when c has no
