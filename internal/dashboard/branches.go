@@ -61,7 +61,9 @@ func (s *Server) destinations(r *http.Request) ([]branchRow, error) {
 	}
 	out := make([]branchRow, 0, len(by))
 	for _, b := range by {
-		slices.SortFunc(b.Syncs, func(x, y syncRow) int { return cmp.Or(cmp.Compare(x.Destination.Path, y.Destination.Path), cmp.Compare(x.Name, y.Name)) })
+		slices.SortFunc(b.Syncs, func(x, y syncRow) int {
+			return cmp.Or(cmp.Compare(x.Destination.Path, y.Destination.Path), cmp.Compare(x.Name, y.Name))
+		})
 		out = append(out, *b)
 	}
 	slices.SortFunc(out, func(x, y branchRow) int { return cmp.Or(cmp.Compare(x.Repo, y.Repo), cmp.Compare(x.Branch, y.Branch)) })

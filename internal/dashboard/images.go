@@ -88,7 +88,9 @@ func (s *Server) images(w http.ResponseWriter, r *http.Request) {
 		slices.SortFunc(row.Pinned, func(a, b pin) int { return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name)) })
 		p.Images = append(p.Images, row)
 	}
-	slices.SortFunc(p.Images, func(a, b imageRow) int { return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name)) })
+	slices.SortFunc(p.Images, func(a, b imageRow) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	s.render(w, r, "images.html", p)
 }
 
