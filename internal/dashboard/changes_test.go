@@ -142,3 +142,49 @@ func TestWhatWillChangeAndHistory(t *testing.T) {
 	}
 	screenshot(t, b, "branch")
 }
+
+// A preview reads the Secrets a sync names as the person asking: one who
+// may not read them gets the API server's refusal, not the repository.
+func TestWhatWillChangeReadsSecretsAsThePerson(t *testing.T) {
+	c := kube(t)
+	ctx := context.Background()
+	ns := testenv.Namespace("creds")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	gs := testenv.NewGitServer(t, testenv.WithBasicAuth("deployer", "s3cret"))
+	appURL, dstURL := gs.CreateRepo(t, "app"), gs.CreateRepo(t, "deploy")
+	app := testenv.NewWork(t, strings.Replace(appURL, "http://", "http://deployer:s3cret@", 1))
+	app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {level: '1'}\n"}).Commit("web")
+	app.Push()
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git"}, StringData: map[string]string{"username": "deployer", "password": "s3cret"}}); err != nil {
+		t.Fatal(err)
+	}
+	ms := &v1alpha1.ManifestSync{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: v1alpha1.ManifestSyncSpec{
+			Source:      v1alpha1.Source{Repo: appURL, Ref: "main", Path: "deploy/web", SecretRef: &v1alpha1.SecretRef{Name: "git"}},
+			Destination: v1alpha1.Destination{Repo: dstURL, Branch: "env/dev", Path: "apps/web", SecretRef: &v1alpha1.SecretRef{Name: "git"}},
+		},
+	}
+	if err := c.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	pv := func() *preview.Previewer { return &preview.Previewer{Cache: source.NewCache(t.TempDir()), Registry: registry.New()} }
+	admin := serve(t, cp.Config, Options{Namespace: ns, Preview: pv()})
+	asViewer := serve(t, viewer(t, c), Options{Namespace: ns, Preview: pv()})
+	b := browser(t)
+
+	do(t, b, chromedp.Navigate(admin+"/syncs/"+ns+"/web/changes"), chromedp.WaitVisible(`#changes`))
+	if text := run(t, b, chromedp.Text(`#changes`)); !strings.Contains(text, "The next hydration changes") || !strings.Contains(text, "+data: {level: '1'}") {
+		t.Errorf("with the Secret, what will change says:\n%s", text)
+	}
+	do(t, b, chromedp.Navigate(asViewer+"/syncs/"+ns+"/web/changes"), chromedp.WaitVisible(`#changes`))
+	text := run(t, b, chromedp.Text(`#changes`))
+	if !strings.Contains(text, "Secret "+ns+"/git") || !strings.Contains(text, "forbidden") || strings.Contains(text, "level") {
+		t.Errorf("without the right to read the Secret, what will change says:\n%s", text)
+	}
+	if strings.Contains(text, "s3cret") {
+		t.Error("the page shows the password")
+	}
+}
