@@ -170,7 +170,9 @@ func TestWhatWillChangeReadsSecretsAsThePerson(t *testing.T) {
 	if err := c.Create(ctx, ms); err != nil {
 		t.Fatal(err)
 	}
-	pv := func() *preview.Previewer { return &preview.Previewer{Cache: source.NewCache(t.TempDir()), Registry: registry.New()} }
+	pv := func() *preview.Previewer {
+		return &preview.Previewer{Cache: source.NewCache(t.TempDir()), Registry: registry.New()}
+	}
 	admin := serve(t, cp.Config, Options{Namespace: ns, Preview: pv()})
 	asViewer := serve(t, viewer(t, c), Options{Namespace: ns, Preview: pv()})
 	b := browser(t)
