@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -223,4 +224,110 @@ func post(t *testing.T, u string, form url.Values, origin string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// A version-mode session runs beside the workload, in a namespace of its
+// own: its page shows how that namespace differs from the one it shadows.
+func TestSessionPageDiffsAVersionSessionAgainstItsNamespace(t *testing.T) {
+	c := kube(t)
+	ctx := context.Background()
+	ns := testenv.Namespace("ver")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, mode := range map[string]string{"settings": "git", "gone": "x"} {
+		if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"mode": mode}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "all.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: local\n---\n"+
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\ndata:\n  a: b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := cluster.New(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "v" + strings.ReplaceAll(strings.TrimPrefix(ns, "ver-"), "-", "")
+	started := make(chan struct{}, 1)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := session.Run(runCtx, cl, session.RunOptions{
+			Session: session.Options{Name: name, Namespace: ns, Mode: session.Version, RenewInterval: 200 * time.Millisecond},
+			Dir:     dir, ReadyTimeout: -1,
+			OnIteration: func(session.Iteration) {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+			},
+		})
+		done <- err
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the session ended: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the session did not apply within a minute")
+	}
+	base := serve(t, cp.Config, Options{})
+	b := browser(t)
+	do(t, b, chromedp.Navigate(base+"/sessions/"+name), chromedp.WaitVisible(`#nsdiff`))
+	text := strings.Join(strings.Fields(run(t, b, chromedp.Text(`main`))), " ")
+	shadow := ns + "-" + name
+	for _, want := range []string{ns + " → " + shadow, "0 alike", "1 only in " + ns, "1 only in " + shadow, "1 different",
+		"only in " + ns + ": ConfigMap/" + ns + "/gone", "only in the session: ConfigMap/" + shadow + "/extra"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the version session's page lacks %q:\n%s", want, text)
+		}
+	}
+	do(t, b, chromedp.Click(`#nsdiff ~ details summary, details summary`, chromedp.NodeVisible))
+	if diff := run(t, b, chromedp.Text(`pre.diff`)); !strings.Contains(diff, "-  mode: git") || !strings.Contains(diff, "+  mode: local") {
+		t.Errorf("the settings' diff:\n%s", diff)
+	}
+	screenshot(t, b, "session-version")
+}
+
+// Behind an authenticating proxy, the user it passes is who the request
+// is: shown what they may list, nothing without the header.
+func TestProxyUserSeesWhatTheirRBACAllows(t *testing.T) {
+	c := kube(t)
+	ctx := context.Background()
+	ns := testenv.Namespace("proxy")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	syncWith(t, c, ns, "web", ready(strings.Repeat("a", 40)), nil)
+	user := viewer(t, c).Impersonate.UserName
+	base := serve(t, cp.Config, Options{Namespace: ns, Auth: &Auth{UserHeader: "X-Forwarded-User", GroupHeader: "X-Forwarded-Groups"}})
+	get := func(hdr map[string]string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+"/syncs", nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get(nil); code != http.StatusSeeOther {
+		t.Errorf("no user: %d, want a redirect to log in", code)
+	}
+	if code, body := get(map[string]string{"X-Forwarded-User": user, "X-Forwarded-Groups": "team-a, team-b"}); code != http.StatusOK || !strings.Contains(body, `data-sync="`+ns+`/web"`) {
+		t.Errorf("%s through the proxy: %d\n%s", user, code, body)
+	}
+	if code, body := get(map[string]string{"X-Forwarded-User": "nobody-" + ns}); code != http.StatusOK || strings.Contains(body, `data-sync=`) || !strings.Contains(body, "may not list manifestsyncs") {
+		t.Errorf("a user without rights through the proxy: %d\n%s", code, body)
+	}
 }
