@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -194,11 +196,35 @@ func TestSyncsPageListsFiltersPagesAndUpdatesLive(t *testing.T) {
 	}
 	screenshot(t, b, "sync")
 
+	// Light and dark, as the system asks.
+	background := func() string {
+		return run(t, b, chromedp.Evaluate[string](`getComputedStyle(document.body).backgroundColor`))
+	}
+	if bg := background(); bg != "rgb(255, 255, 255)" {
+		t.Errorf("the light page's background is %s", bg)
+	}
+	do(t, b, prefersColorScheme("dark"))
+	if bg := background(); bg != "rgb(13, 17, 23)" {
+		t.Errorf("the dark page's background is %s", bg)
+	}
+	screenshot(t, b, "sync-dark")
+	do(t, b, prefersColorScheme("light"))
+
 	// Keyboard: the first Tab reaches the skip link.
 	do(t, b, chromedp.KeyEvent("\t"))
 	if focused := run(t, b, chromedp.Evaluate[string](`document.activeElement.textContent`)); focused != "Skip to content" {
 		t.Errorf("the first Tab focuses %q", focused)
 	}
+}
+
+// prefersColorScheme makes the page's prefers-color-scheme what a system
+// in that mode says.
+func prefersColorScheme(mode string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: mode}}})
+		return err
+	})
 }
 
 func waitText(t *testing.T, ctx context.Context, sel, want string) {
