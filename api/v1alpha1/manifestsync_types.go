@@ -189,9 +189,41 @@ const (
 
 // Mode values.
 const (
-	ModePush   = "push"
-	ModeBranch = "branch"
+	ModePush        = "push"
+	ModeBranch      = "branch"
+	ModePullRequest = "pullRequest"
 )
+
+// Forges a pull request is opened on.
+const (
+	ForgeGitHub = "github"
+	ForgeGitLab = "gitlab"
+	ForgeGitea  = "gitea"
+)
+
+// PullRequest says how pullRequest mode proposes a change.
+type PullRequest struct {
+	// Forge is github, gitlab or gitea; the default is read from the
+	// repository's host (github.com, gitlab.com, or a host whose name
+	// says gitlab or gitea).
+	// +kubebuilder:validation:Enum=github;gitlab;gitea
+	Forge string `json:"forge,omitempty"`
+	// Title and Body are Go templates of the pull request's title and
+	// description, given .Branch (the base), .Syncs (each with .Name,
+	// .Source, .Path, .Images) and .Stat (the diff stat); the defaults
+	// name the syncs, their sources and images, and the stat.
+	Title string `json:"title,omitempty"`
+	Body  string `json:"body,omitempty"`
+	// Labels are set on the pull request.
+	Labels []string `json:"labels,omitempty"`
+	// Reviewers are asked for a review (user names on the forge).
+	Reviewers []string `json:"reviewers,omitempty"`
+	// Draft opens it as a draft.
+	Draft bool `json:"draft,omitempty"`
+	// AutoMerge asks the forge to merge it once its checks pass, where the
+	// forge can.
+	AutoMerge bool `json:"autoMerge,omitempty"`
+}
 
 // Destination is a folder of a branch of a repository.
 //
@@ -207,13 +239,24 @@ type Destination struct {
 	// (one manifest.yaml).
 	// +kubebuilder:validation:Enum=perObject;single
 	Layout string `json:"layout,omitempty"`
-	// Mode is push (the default) or branch: push to sluice/<branch>/<name>
-	// for review instead.
-	// +kubebuilder:validation:Enum=push;branch
+	// Mode is push (the default); branch: push to sluice/<branch>/<name>
+	// for review instead; or pullRequest: the syncs writing this branch
+	// propose their changes in one pull request (from sluice/pr/<branch>),
+	// kept up to date, rebased on the branch, closed when nothing is left
+	// to propose.
+	// +kubebuilder:validation:Enum=push;branch;pullRequest
 	Mode string `json:"mode,omitempty"`
+	// PullRequest configures pullRequest mode.
+	PullRequest *PullRequest `json:"pullRequest,omitempty"`
 	// SecretRef names a Secret with the destination repository's
 	// credentials (see Source.SecretRef).
 	SecretRef *SecretRef `json:"secretRef,omitempty"`
+}
+
+// PullRequestBranch is the branch pullRequest mode proposes from, one per
+// base branch, owned by Sluice (it is force-pushed).
+func (d Destination) PullRequestBranch() string {
+	return "sluice/pr/" + d.Branch
 }
 
 // ReviewBranch is the branch a sync in branch mode pushes to.

@@ -2,7 +2,9 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
+	"text/template"
 
 	"github.com/Masterminds/semver/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -166,8 +168,13 @@ func (d Destination) validate(p *field.Path) field.ErrorList {
 	}
 	switch d.Mode {
 	case ModePush, ModeBranch:
+		if d.PullRequest != nil {
+			errs = append(errs, field.Forbidden(p.Child("pullRequest"), "only with mode: pullRequest"))
+		}
+	case ModePullRequest:
+		errs = append(errs, validatePullRequest(d, p.Child("pullRequest"))...)
 	default:
-		errs = append(errs, field.NotSupported(p.Child("mode"), d.Mode, []string{ModePush, ModeBranch}))
+		errs = append(errs, field.NotSupported(p.Child("mode"), d.Mode, []string{ModePush, ModeBranch, ModePullRequest}))
 	}
 	return errs
 }
@@ -183,4 +190,59 @@ func IsCommitSHA(ref string) bool {
 		}
 	}
 	return true
+}
+
+// ForgeOf is the forge a repository URL is on, when its host says
+// (github.com, gitlab.com, a host whose name says gitlab or gitea); ""
+// otherwise.
+func ForgeOf(repo string) string {
+	host := repo
+	if i := strings.Index(host, "://"); i >= 0 {
+		host = host[i+3:]
+	}
+	if i := strings.LastIndex(host, "@"); i >= 0 {
+		host = host[i+1:]
+	}
+	host, _, _ = strings.Cut(host, "/")
+	host, _, _ = strings.Cut(host, ":")
+	host = strings.ToLower(host)
+	switch {
+	case host == "github.com" || strings.HasSuffix(host, ".github.com"):
+		return ForgeGitHub
+	case strings.Contains(host, "gitlab"):
+		return ForgeGitLab
+	case strings.Contains(host, "gitea") || strings.Contains(host, "forgejo") || host == "codeberg.org":
+		return ForgeGitea
+	}
+	return ""
+}
+
+func validatePullRequest(d Destination, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	pr := d.PullRequest
+	forge := ""
+	if pr != nil {
+		forge = pr.Forge
+	}
+	switch forge {
+	case ForgeGitHub, ForgeGitLab, ForgeGitea:
+	case "":
+		if ForgeOf(d.Repo) == "" {
+			errs = append(errs, field.Required(p.Child("forge"), fmt.Sprintf("the forge %s is on (github, gitlab or gitea): its host does not say", d.Repo)))
+		}
+	default:
+		errs = append(errs, field.NotSupported(p.Child("forge"), forge, []string{ForgeGitHub, ForgeGitLab, ForgeGitea}))
+	}
+	if pr == nil {
+		return errs
+	}
+	for name, tmpl := range map[string]string{"title": pr.Title, "body": pr.Body} {
+		if tmpl == "" {
+			continue
+		}
+		if _, err := template.New(name).Option("missingkey=error").Parse(tmpl); err != nil {
+			errs = append(errs, field.Invalid(p.Child(name), tmpl, err.Error()))
+		}
+	}
+	return errs
 }

@@ -60,6 +60,29 @@ type ManifestSyncStatus struct {
 	Images []PinnedImage `json:"images,omitempty"`
 	// Lock is the developer's takeover that holds the folder, if any.
 	Lock *Takeover `json:"lock,omitempty"`
+	// PullRequest is the pull request proposing the sync's change
+	// (pullRequest mode).
+	PullRequest *PullRequestStatus `json:"pullRequest,omitempty"`
+}
+
+// Pull request states.
+const (
+	PullRequestOpen   = "open"
+	PullRequestMerged = "merged"
+	PullRequestClosed = "closed"
+)
+
+// PullRequestStatus is a pull request as the forge last said.
+type PullRequestStatus struct {
+	URL    string `json:"url"`
+	Number int    `json:"number"`
+	// State is open, merged or closed.
+	State string `json:"state"`
+	// Branch is the branch it proposes from; Commit that branch's tip.
+	Branch string `json:"branch,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	// MergeCommit is the base branch's commit that merged it.
+	MergeCommit string `json:"mergeCommit,omitempty"`
 }
 
 // DestinationStatus is a hydrated folder and the commit holding it.

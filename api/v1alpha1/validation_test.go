@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestValidateGitPathRefusesWhatGitRefuses(t *testing.T) {
@@ -36,5 +38,33 @@ func TestValidateGitPathRefusesWhatGitRefuses(t *testing.T) {
 	ms.Default()
 	if errs := ms.Validate(); len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "spec.destination.path") {
 		t.Errorf("destination .GIT/hooks: %v", errs)
+	}
+}
+
+func TestPullRequestModeNeedsAForgeAndValidTemplates(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    Destination
+		want string // "" when valid
+	}{
+		{"github by host", Destination{Repo: "https://github.com/acme/deploy.git", Branch: "main", Path: "apps/web", Mode: ModePullRequest}, ""},
+		{"gitea by host", Destination{Repo: "ssh://git@gitea.acme.dev/acme/deploy.git", Branch: "main", Path: "apps/web", Mode: ModePullRequest}, ""},
+		{"unknown host, no forge", Destination{Repo: "https://git.acme.dev/deploy.git", Branch: "main", Path: "apps/web", Mode: ModePullRequest}, "spec.destination.pullRequest.forge: Required"},
+		{"unknown host, forge given", Destination{Repo: "https://git.acme.dev/deploy.git", Branch: "main", Path: "apps/web", Mode: ModePullRequest, PullRequest: &PullRequest{Forge: ForgeGitea}}, ""},
+		{"bad title", Destination{Repo: "https://github.com/a/b", Branch: "main", Path: "apps/web", Mode: ModePullRequest, PullRequest: &PullRequest{Title: "{{.Branch"}}, "spec.destination.pullRequest.title: Invalid"},
+		{"block without the mode", Destination{Repo: "https://github.com/a/b", Branch: "main", Path: "apps/web", Mode: ModePush, PullRequest: &PullRequest{}}, "spec.destination.pullRequest: Forbidden"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.d
+			d.Layout = LayoutPerObject
+			errs := d.validate(field.NewPath("spec", "destination"))
+			got := errs.ToAggregate()
+			switch {
+			case c.want == "" && got != nil:
+				t.Errorf("refused: %v", got)
+			case c.want != "" && (got == nil || !strings.Contains(got.Error(), c.want)):
+				t.Errorf("got %v, want %s", got, c.want)
+			}
+		})
 	}
 }

@@ -146,6 +146,10 @@ func (b *Branch) ReadFolder(folder string) (Folder, error) {
 type Change struct {
 	Path  string
 	Files Folder
+	// Tree, when set, is the folder's new content as a tree the
+	// repository already has (Files is then ignored); a Change with
+	// neither removes the folder.
+	Tree plumbing.Hash
 }
 
 // WriteOptions say how to commit.
@@ -276,9 +280,12 @@ func newEdit() *edit { return &edit{replace: map[string]plumbing.Hash{}, childre
 func applyChanges(batch *source.Batch, base plumbing.Hash, changes []Change) (plumbing.Hash, error) {
 	root := newEdit()
 	for _, c := range changes {
-		sub, err := writeFolder(batch, c.Files)
-		if err != nil {
-			return plumbing.ZeroHash, fmt.Errorf("writing %s: %w", c.Path, err)
+		sub := c.Tree
+		if sub.IsZero() && len(c.Files) > 0 {
+			var err error
+			if sub, err = writeFolder(batch, c.Files); err != nil {
+				return plumbing.ZeroHash, fmt.Errorf("writing %s: %w", c.Path, err)
+			}
 		}
 		parts := strings.Split(c.Path, "/")
 		e := root

@@ -258,3 +258,17 @@ func (a Auth) method(rawURL string) (transport.AuthMethod, string, error) {
 	}
 	return nil, rawURL, nil
 }
+
+// APICredentials are the user and password (or token) the repository's
+// remote is reached with over https, for the forge's API on the same host;
+// empty for none (and for ssh remotes).
+func (r *Repo) APICredentials() (user, password string) {
+	if !r.remote || r.creds == nil {
+		return "", ""
+	}
+	m, _, err := r.creds.method(r.loc.URL)
+	if b, ok := m.(*githttp.BasicAuth); ok && err == nil {
+		return b.Username, b.Password
+	}
+	return "", ""
+}

@@ -119,3 +119,17 @@ func folderTree(c *object.Commit, folder string) (plumbing.Hash, error) {
 	}
 	return e.Hash, nil
 }
+
+// FirstParent is a commit's first parent; zero for a root commit.
+func (r *Repo) FirstParent(h plumbing.Hash) (plumbing.Hash, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := r.git.CommitObject(h)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if c.NumParents() == 0 {
+		return plumbing.ZeroHash, nil
+	}
+	return c.ParentHashes[0], nil
+}
