@@ -33,7 +33,7 @@ type Proposal struct {
 
 // FolderStat counts a folder's changed files.
 type FolderStat struct {
-	Path                     string
+	Path                    string
 	Added, Changed, Removed int
 }
 
