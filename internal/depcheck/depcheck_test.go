@@ -28,7 +28,8 @@ var layers = map[string][]string{
 	"internal/takeover":    {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/pin", "internal/override", "internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig"},
 	"internal/session":     {"api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster", "internal/deploy"},
 	"internal/deploy":      {"api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster"},
-	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override",
+	"internal/forge":       {"api/v1alpha1"},
+	"internal/hydrate": {"api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/forge",
 		"internal/render", "internal/pin", "internal/destination"},
 	// The dashboard reads what the controller and sessions write.
 	"internal/dashboard":   {"api/v1alpha1", "internal/cluster", "internal/session", "internal/preview", "internal/hydrate", "internal/source", "internal/registry"},

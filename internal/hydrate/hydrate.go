@@ -160,9 +160,12 @@ type Result struct {
 	// Diff is the unified diff of the folder (dry run only).
 	Diff string `json:"diff,omitempty"`
 	// Lock is the takeover holding the folder (Locked only).
-	Lock  *v1alpha1.Takeover `json:"lock,omitempty"`
-	Error string             `json:"error,omitempty"`
-	Err   error              `json:"-"`
+	Lock *v1alpha1.Takeover `json:"lock,omitempty"`
+	// PullRequest is the pull request proposing the folder (pullRequest
+	// mode).
+	PullRequest *v1alpha1.PullRequestStatus `json:"pullRequest,omitempty"`
+	Error       string                      `json:"error,omitempty"`
+	Err         error                       `json:"-"`
 }
 
 // Report holds the results of a run, in the order of the syncs given.
@@ -244,7 +247,9 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 			}
 			p := r.plan(sctx, s)
 			plans[i] = p
-			if p.err != nil || p.folder == nil || o.DryRun {
+			// A proposal's unchanged syncs still learn how their pull
+			// request stands, at the write.
+			if p.err != nil || o.DryRun || (p.folder == nil && !(isProposal(p) && p.dstRepo != nil)) {
 				r.finish(i, p.result())
 			}
 			return nil
@@ -305,8 +310,20 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 		indexes []int
 	}
 	groups := map[string]*group{}
-	var keys []string
+	proposals := map[string]*group{}
+	var keys, proposalKeys []string
 	for i, p := range plans {
+		if p.err == nil && p.dstRepo != nil && isProposal(p) && r.o.OutDir == "" {
+			key := fmt.Sprintf("%s#%p#%s", p.dstRepo.Location().Key(), p.dstRepo, p.branch)
+			g, ok := proposals[key]
+			if !ok {
+				g = &group{}
+				proposals[key] = g
+				proposalKeys = append(proposalKeys, key)
+			}
+			g.indexes = append(g.indexes, i)
+			continue
+		}
 		if p.err != nil || p.folder == nil {
 			continue
 		}
@@ -325,6 +342,14 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 	}
 	sort.Strings(keys)
 	var wg sync.WaitGroup
+	for _, k := range proposalKeys {
+		g := proposals[k]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.propose(ctx, plans, g.indexes)
+		}()
+	}
 	for _, k := range keys {
 		g := groups[k]
 		wg.Add(1)

@@ -461,8 +461,14 @@ func waitingImages(written []string, rules []v1alpha1.ImageRule, pinned []v1alph
 func (r *runner) openDestination(ctx context.Context, p *plan) (folderReader, error) {
 	d := p.ms.Spec.Destination
 	p.branch = d.Branch
-	if d.Mode == v1alpha1.ModeBranch {
+	read := ""
+	switch d.Mode {
+	case v1alpha1.ModeBranch:
 		p.branch, p.from = d.ReviewBranch(p.ms.Name), d.Branch
+	case v1alpha1.ModePullRequest:
+		// Compared with what the base holds: a folder that goes back to
+		// it is nothing to propose.
+		p.branch, read = d.PullRequestBranch(), d.Branch
 	}
 	if r.o.OutDir != "" {
 		return destination.Dir{Root: path.Join(r.o.OutDir, d.Branch)}, nil
@@ -477,7 +483,10 @@ func (r *runner) openDestination(ctx context.Context, p *plan) (folderReader, er
 		return nil, fmt.Errorf("opening destination: %w", err)
 	}
 	p.dstRepo = repo
-	b, err := r.openBranch(repo, p.branch)
+	if read == "" {
+		read = p.branch
+	}
+	b, err := r.openBranch(repo, read)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,98 @@
+package forge
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	gitlab "gitlab.com/gitlab-org/api/client-go/v2"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+// gitLab speaks GitLab's merge requests through its official client. No
+// GitLab server runs in this project's tests: the code stays this thin,
+// the logic above it is the one the Gitea tests exercise.
+type gitLab struct {
+	c       *gitlab.Client
+	project string // OWNER/REPO (groups may nest)
+}
+
+func newGitLab(u *url.URL, owner, repo string, c Credentials) (*gitLab, error) {
+	base := *u
+	base.Path = "/api/v4"
+	cl, err := gitlab.NewClient(c.Password, gitlab.WithBaseURL(base.String()))
+	if err != nil {
+		return nil, err
+	}
+	return &gitLab{c: cl, project: owner + "/" + repo}, nil
+}
+
+func (g *gitLab) Find(ctx context.Context, head, base string) (*PullRequest, error) {
+	mrs, _, err := g.c.MergeRequests.ListProjectMergeRequests(g.project, &gitlab.ListProjectMergeRequestsOptions{
+		SourceBranch: &head, TargetBranch: &base, OrderBy: gitlab.Ptr("created_at"), Sort: gitlab.Ptr("desc"),
+	}, gitlab.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("gitlab %s: listing merge requests: %w", g.project, err)
+	}
+	if len(mrs) == 0 {
+		return nil, nil
+	}
+	m := mrs[0]
+	pr := &PullRequest{Number: int(m.IID), URL: m.WebURL, Title: m.Title, Body: m.Description, Head: m.SourceBranch, Base: m.TargetBranch, State: v1alpha1.PullRequestOpen}
+	switch m.State {
+	case "merged":
+		pr.State, pr.MergeCommit = v1alpha1.PullRequestMerged, m.MergeCommitSHA
+		if pr.MergeCommit == "" {
+			pr.MergeCommit = m.SquashCommitSHA
+		}
+	case "closed", "locked":
+		pr.State = v1alpha1.PullRequestClosed
+	}
+	return pr, nil
+}
+
+func (g *gitLab) Open(ctx context.Context, n New) (*PullRequest, error) {
+	title := n.Title
+	if n.Draft && !strings.HasPrefix(title, "Draft:") {
+		title = "Draft: " + title
+	}
+	labels := gitlab.LabelOptions(n.Labels)
+	m, _, err := g.c.MergeRequests.CreateMergeRequest(g.project, &gitlab.CreateMergeRequestOptions{
+		Title: &title, Description: &n.Body, SourceBranch: &n.Head, TargetBranch: &n.Base, Labels: &labels,
+	}, gitlab.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("gitlab %s: opening a merge request: %w", g.project, err)
+	}
+	pr := &PullRequest{Number: int(m.IID), URL: m.WebURL, Title: m.Title, Body: m.Description, Head: n.Head, Base: n.Base, State: v1alpha1.PullRequestOpen}
+	if len(n.Reviewers) > 0 {
+		var ids []int64
+		for _, name := range n.Reviewers {
+			users, _, err := g.c.Users.ListUsers(&gitlab.ListUsersOptions{Username: gitlab.Ptr(name)}, gitlab.WithContext(ctx))
+			if err != nil || len(users) == 0 {
+				return pr, fmt.Errorf("gitlab: reviewer %s: no such user (%v)", name, err)
+			}
+			ids = append(ids, users[0].ID)
+		}
+		if _, _, err := g.c.MergeRequests.UpdateMergeRequest(g.project, m.IID, &gitlab.UpdateMergeRequestOptions{ReviewerIDs: &ids}, gitlab.WithContext(ctx)); err != nil {
+			return pr, fmt.Errorf("gitlab %s: asking for reviews: %w", g.project, err)
+		}
+	}
+	if n.AutoMerge {
+		if _, _, err := g.c.MergeRequests.AcceptMergeRequest(g.project, m.IID, &gitlab.AcceptMergeRequestOptions{AutoMerge: gitlab.Ptr(true)}, gitlab.WithContext(ctx)); err != nil {
+			return pr, fmt.Errorf("gitlab %s: asking for auto-merge: %w", g.project, err)
+		}
+	}
+	return pr, nil
+}
+
+func (g *gitLab) Edit(ctx context.Context, number int, title, body string) error {
+	_, _, err := g.c.MergeRequests.UpdateMergeRequest(g.project, int64(number), &gitlab.UpdateMergeRequestOptions{Title: &title, Description: &body}, gitlab.WithContext(ctx))
+	return err
+}
+
+func (g *gitLab) Close(ctx context.Context, number int) error {
+	_, _, err := g.c.MergeRequests.UpdateMergeRequest(g.project, int64(number), &gitlab.UpdateMergeRequestOptions{StateEvent: gitlab.Ptr("close")}, gitlab.WithContext(ctx))
+	return err
+}

@@ -1,0 +1,217 @@
+package hydrate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/destination"
+	"sluice.dev/sluice/internal/forge"
+)
+
+// isProposal says a sync proposes its changes by pull request.
+func isProposal(p *plan) bool {
+	return p.ms.Spec.Destination.Mode == v1alpha1.ModePullRequest
+}
+
+// The default title and body of a pull request.
+const (
+	defaultTitle = `Hydrate {{.Branch}}: {{range $i, $s := .Syncs}}{{if $i}}, {{end}}{{$s.Name}}{{end}}`
+	defaultBody  = `Sluice proposes the rendered manifests below for {{.Branch}}.
+{{range .Syncs}}
+- **{{.Name}}** into ` + "`{{.Path}}`" + `, from {{.Source}}{{range .Images}}
+  - image ` + "`{{.Name}}:{{.Tag}}@{{.Digest}}`" + `{{end}}{{end}}
+
+{{.Stat}}
+
+Sluice keeps this pull request current: a later change updates it, a moved {{.Branch}} rebases it, and it is closed when nothing is left to propose.
+`
+)
+
+// prData is what the title and body templates are given.
+type prData struct {
+	Branch string
+	Syncs  []prSync
+	Stat   string
+}
+
+type prSync struct {
+	Name, Source, Path string
+	Images             []v1alpha1.PinnedImage
+}
+
+// propose lands the syncs of one base branch in pullRequest mode as one
+// pull request: their changed folders (and those an earlier proposal
+// holds) on the proposal branch, rebased on the base, the pull request
+// opened, updated or closed to match.
+func (r *runner) propose(ctx context.Context, plans []*plan, indexes []int) {
+	first := plans[indexes[0]]
+	d := first.ms.Spec.Destination
+	base, head := d.Branch, d.PullRequestBranch()
+	var changes []destination.Change
+	var changed, members []*plan
+	b, err := destination.Open(first.dstRepo, base)
+	if err != nil {
+		for _, i := range indexes {
+			out := plans[i].result()
+			out.Err = err
+			r.finish(i, out)
+		}
+		return
+	}
+	for _, i := range indexes {
+		p := plans[i]
+		members = append(members, p)
+		if p.folder != nil {
+			changes = append(changes, destination.Change{Path: p.dstPath, Files: p.folder})
+			changed = append(changed, p)
+			continue
+		}
+		// The base holds what it renders: whatever an earlier proposal
+		// held for it is withdrawn.
+		c := destination.Change{Path: p.dstPath}
+		if h, ok, err := b.TreeHash(p.dstPath); err == nil && ok {
+			c.Tree = plumbing.NewHash(h)
+		}
+		changes = append(changes, c)
+	}
+	msg := "rebase the proposal for " + base
+	if len(changed) > 0 {
+		msg = commitMessage(changed)
+	}
+	prop, err := destination.Propose(ctx, first.dstRepo, base, head, changes, destination.WriteOptions{Message: msg, Author: r.o.Author})
+	var status *v1alpha1.PullRequestStatus
+	if err == nil {
+		status, err = r.pullRequest(ctx, first, members, prop)
+	}
+	for _, i := range indexes {
+		p := plans[i]
+		out := p.result()
+		out.Branch, out.PullRequest = head, status
+		switch {
+		case err != nil:
+			out.Err = fmt.Errorf("proposing to %s: %w", base, err)
+		case prop.Empty:
+			out.Commit = prop.Base.String()
+		default:
+			out.Commit = prop.Commit.String()
+			if prop.Changed && p.folder != nil {
+				out.Result = Committed
+			} else {
+				out.Result = Unchanged
+			}
+		}
+		r.finish(i, out)
+	}
+}
+
+// pullRequest makes the forge's pull request match the proposal, and
+// says how it stands.
+func (r *runner) pullRequest(ctx context.Context, first *plan, members []*plan, prop destination.Proposal) (*v1alpha1.PullRequestStatus, error) {
+	d := first.ms.Spec.Destination
+	spec := d.PullRequest
+	if spec == nil {
+		spec = &v1alpha1.PullRequest{}
+	}
+	user, password := first.dstRepo.APICredentials()
+	f, err := forge.For(spec.Forge, first.dstRepo.Location().URL, forge.Credentials{Username: user, Password: password})
+	if err != nil {
+		return nil, err
+	}
+	base, head := d.Branch, d.PullRequestBranch()
+	pr, err := f.Find(ctx, head, base)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case prop.Empty:
+		if pr != nil && pr.State == v1alpha1.PullRequestOpen {
+			if err := f.Close(ctx, pr.Number); err != nil {
+				return nil, fmt.Errorf("closing #%d, whose change %s already holds: %w", pr.Number, base, err)
+			}
+			pr.State = v1alpha1.PullRequestClosed
+		}
+	default:
+		title, body, err := describe(spec, base, members, prop)
+		if err != nil {
+			return nil, err
+		}
+		if pr == nil || pr.State != v1alpha1.PullRequestOpen {
+			pr, err = f.Open(ctx, forge.New{Head: head, Base: base, Title: title, Body: body, Labels: spec.Labels, Reviewers: spec.Reviewers, Draft: spec.Draft, AutoMerge: spec.AutoMerge})
+			if err != nil && pr == nil {
+				return nil, err
+			}
+		} else if pr.Title != title && !(spec.Draft && strings.HasSuffix(pr.Title, title)) || pr.Body != body {
+			if err := f.Edit(ctx, pr.Number, pr.Title, body); err != nil {
+				return nil, fmt.Errorf("updating #%d: %w", pr.Number, err)
+			}
+		}
+		if err != nil {
+			return status(pr, head, prop), err
+		}
+	}
+	if pr == nil {
+		return nil, nil
+	}
+	return status(pr, head, prop), nil
+}
+
+func status(pr *forge.PullRequest, head string, prop destination.Proposal) *v1alpha1.PullRequestStatus {
+	s := &v1alpha1.PullRequestStatus{URL: pr.URL, Number: pr.Number, State: pr.State, Branch: head, MergeCommit: pr.MergeCommit}
+	if !prop.Commit.IsZero() {
+		s.Commit = prop.Commit.String()
+	}
+	return s
+}
+
+// describe renders the title and body templates.
+func describe(spec *v1alpha1.PullRequest, base string, members []*plan, prop destination.Proposal) (string, string, error) {
+	data := prData{Branch: base}
+	var stat strings.Builder
+	for _, f := range prop.Folders {
+		fmt.Fprintf(&stat, "- `%s`: %d added, %d changed, %d removed\n", f.Path, f.Added, f.Changed, f.Removed)
+		i := slices.IndexFunc(members, func(p *plan) bool { return p.dstPath == f.Path })
+		if i < 0 {
+			data.Syncs = append(data.Syncs, prSync{Name: f.Path, Path: f.Path, Source: "an earlier run"})
+			continue
+		}
+		p := members[i]
+		s := prSync{Name: p.ms.Name, Path: p.dstPath}
+		if p.prov != nil {
+			s.Source, s.Images = sourceLine(p.prov.Source), p.prov.Images
+		}
+		data.Syncs = append(data.Syncs, s)
+	}
+	data.Stat = strings.TrimSuffix(stat.String(), "\n")
+	title, err := execute("title", orDefault(spec.Title, defaultTitle), data)
+	if err != nil {
+		return "", "", err
+	}
+	body, err := execute("body", orDefault(spec.Body, defaultBody), data)
+	return strings.TrimSpace(strings.SplitN(title, "\n", 2)[0]), body, err
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func execute(name, text string, data prData) (string, error) {
+	t, err := template.New(name).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return "", fmt.Errorf("pullRequest.%s: %w", name, err)
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("pullRequest.%s: %w", name, err)
+	}
+	return b.String(), nil
+}
