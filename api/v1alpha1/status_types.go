@@ -22,6 +22,8 @@ const (
 	ReasonProgressing = "Progressing" // a reconcile is under way
 	ReasonFailed      = "Failed"      // the reconcile failed; it is retried
 	ReasonLocked      = "Locked"      // a developer's takeover holds the folder
+	// ReasonPullRequestOpen: the change waits for review in a pull request.
+	ReasonPullRequestOpen = "PullRequestOpen"
 	ReasonInvalid     = "Invalid"     // the spec cannot succeed as it is
 	ReasonSuspended   = "Suspended"   // spec.suspend is set
 )

@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sluice.dev/sluice/internal/testenv"
@@ -64,4 +66,71 @@ func TestGiteaPushWebhook(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// pullRequest mode under the controller, on a real Gitea: the sync waits
+// in an open pull request (Ready false, saying where), and its merge makes
+// it Ready at the merge commit.
+func TestPullRequestModeOnGitea(t *testing.T) {
+	t.Parallel()
+	g := testenv.StartGitea(t)
+	e := newEnv(t)
+	e.start()
+	dstURL := g.CreateRepo(t, "deploy")
+	d := testenv.NewWork(t, g.PushURL(dstURL))
+	d.Write(map[string]string{"README.md": "# deploy\n"}).Commit("init")
+	d.Push("main")
+	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea", Namespace: e.ns},
+		StringData: map[string]string{"username": g.User, "password": g.Password}}); err != nil {
+		t.Fatal(err)
+	}
+	e.apply(`apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: web}
+spec:
+  source: {repo: APP, ref: main, path: deploy/web}
+  images: [{name: REG/team/app}]
+  destination:
+    repo: ` + dstURL + `
+    branch: main
+    path: apps/web
+    mode: pullRequest
+    pullRequest: {forge: gitea, labels: [sluice]}
+    secretRef: {name: gitea}
+  interval: 1h
+`)
+	// (Gitea answers 404 for a repository's pull requests for a moment
+	// after its first push: the controller retries.)
+	e.eventually(60*time.Second, func() string {
+		if c := readyCondition(e.sync("web").Status.Conditions); c == nil || c.Reason != "PullRequestOpen" {
+			return fmt.Sprintf("not waiting for review: %+v", c)
+		}
+		return ""
+	})
+	ms := e.sync("web")
+	pr := ms.Status.PullRequest
+	ready := readyCondition(ms.Status.Conditions)
+	if pr == nil || pr.State != "open" || ready.Status != metav1.ConditionFalse || !strings.Contains(ready.Message, pr.URL) {
+		t.Fatalf("waiting for review: %+v, %+v", pr, ready)
+	}
+	if ms.Status.Destination.Branch != "sluice/pr/main" || ms.Status.Destination.Commit != g.Head(t, dstURL, "sluice/pr/main") {
+		t.Errorf("status.destination while open: %+v", ms.Status.Destination)
+	}
+	e.eventually(10*time.Second, func() string { return e.hasEvent("web", "PullRequestOpened") })
+
+	g.Merge(t, "deploy", pr.Number)
+	e.requestReconcile(ms, "merged")
+	e.eventually(30*time.Second, func() string {
+		ms := e.sync("web")
+		st := ms.Status
+		if c := readyCondition(st.Conditions); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Sprintf("not Ready after the merge: %+v", c)
+		}
+		main := g.Head(t, dstURL, "main")
+		if st.PullRequest == nil || st.PullRequest.State != "merged" || st.PullRequest.MergeCommit != main || st.Destination.Commit != main || st.Destination.Branch != "main" {
+			return fmt.Sprintf("after the merge: %+v %+v (main %s)", st.PullRequest, st.Destination, main)
+		}
+		return ""
+	})
+	e.eventually(10*time.Second, func() string { return e.hasEvent("web", "PullRequestMerged") })
 }

@@ -154,6 +154,13 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 				after = left + time.Second // the lock ends on time, with no command
 			}
 		}
+	case res.PullRequest != nil && res.PullRequest.State == v1alpha1.PullRequestOpen:
+		pr := res.PullRequest
+		ready, reason = metav1.ConditionFalse, v1alpha1.ReasonPullRequestOpen
+		msg = fmt.Sprintf("proposed in pull request #%d (%s), waiting for review", pr.Number, pr.URL)
+		after = min(after, pullRequestPoll) // a merge is seen soon
+	case res.PullRequest != nil && res.PullRequest.State == v1alpha1.PullRequestMerged:
+		reason, msg = v1alpha1.ReasonSucceeded, fmt.Sprintf("pull request #%d merged: up to date at %s on %s", res.PullRequest.Number, short(res.Commit), res.Branch)
 	case res.Result == hydrate.Committed:
 		reason, msg = v1alpha1.ReasonSucceeded, fmt.Sprintf("committed %s to %s", short(res.Commit), res.Branch)
 	default:
@@ -163,6 +170,7 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 	if c := readyCondition(obj.Status.Conditions); c != nil {
 		prevReason = c.Reason
 	}
+	prevPR := obj.Status.PullRequest
 	err = r.patchStatus(ctx, obj, func(st *v1alpha1.ManifestSyncStatus) {
 		settle(obj, &st.ReconcileStatus, ready, reason, msg)
 		if err != nil {
@@ -179,6 +187,7 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		}
 		st.Images = res.Images
 		st.Lock = res.Lock
+		st.PullRequest = res.PullRequest
 	})
 	if reason == v1alpha1.ReasonSucceeded && prevReason == v1alpha1.ReasonLocked {
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Unlocked", "Hydrate", "the takeover lock ended")
@@ -191,11 +200,29 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 	case reason == v1alpha1.ReasonLocked && prevReason != v1alpha1.ReasonLocked:
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, reason, "Hydrate", "%s", msg)
 	}
+	if pr := res.PullRequest; pr != nil && reason != v1alpha1.ReasonFailed {
+		switch {
+		case pr.State == v1alpha1.PullRequestOpen && (prevPR == nil || prevPR.Number != pr.Number):
+			r.events.Eventf(obj, nil, corev1.EventTypeNormal, "PullRequestOpened", "Hydrate", "opened pull request #%d: %s", pr.Number, pr.URL)
+		case pr.State == v1alpha1.PullRequestOpen && res.Result == hydrate.Committed:
+			r.events.Eventf(obj, nil, corev1.EventTypeNormal, "PullRequestUpdated", "Hydrate", "updated pull request #%d with %s", pr.Number, short(pr.Commit))
+		case prevPR != nil && prevPR.Number == pr.Number && prevPR.State == v1alpha1.PullRequestOpen && pr.State != prevPR.State:
+			reason := "PullRequestMerged"
+			if pr.State == v1alpha1.PullRequestClosed {
+				reason = "PullRequestClosed"
+			}
+			r.events.Eventf(obj, nil, corev1.EventTypeNormal, reason, "Hydrate", "pull request #%d %s", pr.Number, pr.State)
+		}
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
+
+// pullRequestPoll is how often an open pull request is looked at, at
+// most: its merge makes the sync Ready.
+const pullRequestPoll = time.Minute
 
 // finalize removes the folder of a deleted sync with spec.prune, then lets
 // it go.

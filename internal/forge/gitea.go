@@ -91,7 +91,7 @@ func (g *gitea) do(ctx context.Context, method, path string, in, out any) error 
 		if json.Unmarshal(data, &e) == nil && e.Message != "" {
 			msg = e.Message
 		}
-		return fmt.Errorf("gitea %s %s: %s: %s", method, g.owner+"/"+g.repo+path, resp.Status, msg)
+		return fmt.Errorf("gitea %s %s: %s: %s", method, g.api+path, resp.Status, msg)
 	}
 	if out != nil && len(data) > 0 {
 		return json.Unmarshal(data, out)

@@ -98,7 +98,9 @@ func (r *runner) propose(ctx context.Context, plans []*plan, indexes []int) {
 		case err != nil:
 			out.Err = fmt.Errorf("proposing to %s: %w", base, err)
 		case prop.Empty:
-			out.Commit = prop.Base.String()
+			// The base holds it all: that is where the folder is.
+			out.Commit, out.Branch = prop.Base.String(), base
+			out.Destination = strings.Replace(out.Destination, " "+head+" ", " "+base+" ", 1)
 		default:
 			out.Commit = prop.Commit.String()
 			if prop.Changed && p.folder != nil {

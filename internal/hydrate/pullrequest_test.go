@@ -2,13 +2,10 @@ package hydrate
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -85,11 +82,7 @@ func TestPullRequestsOnGitea(t *testing.T) {
 		g.API(t, http.MethodGet, "repos/"+g.User+"/deploy/pulls?state=all", nil, &out)
 		return out
 	}
-	mainTip := func() string {
-		out := testenv.Git(t, "", "ls-remote", dstURL, "refs/heads/main")
-		sha, _, _ := strings.Cut(out, "\t")
-		return sha
-	}
+	mainTip := func() string { return g.Head(t, dstURL, "main") }
 	parentOf := func(sha string) string {
 		testenv.Git(t, dst.Dir, "fetch", "-q", "origin", "sluice/pr/main")
 		return testenv.Git(t, dst.Dir, "rev-parse", sha+"^")
@@ -130,7 +123,7 @@ func TestPullRequestsOnGitea(t *testing.T) {
 	}
 
 	// Merged: the syncs stand at the merge commit, nothing left to propose.
-	merge(t, g, "deploy", p.Number)
+	g.Merge(t, "deploy", p.Number)
 	res = run("web", "api")
 	for _, r := range res {
 		if r.PullRequest == nil || r.PullRequest.State != v1alpha1.PullRequestMerged || r.PullRequest.MergeCommit != mainTip() || r.Commit != mainTip() {
@@ -154,30 +147,5 @@ func TestPullRequestsOnGitea(t *testing.T) {
 		if x.Number == second.Number && x.State != "closed" {
 			t.Errorf("#%d is %s on Gitea", x.Number, x.State)
 		}
-	}
-}
-
-// merge merges a pull request as a reviewer would, once Gitea has checked
-// it can (it does so in the background after each push).
-func merge(t *testing.T, g *testenv.Gitea, repo string, number int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequest(http.MethodPost, g.URL+"api/v1/repos/"+g.User+"/"+repo+"/pulls/"+strconv.Itoa(number)+"/merge", strings.NewReader(`{"Do":"merge"}`))
-		req.SetBasicAuth(g.User, g.Password)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode/100 == 2 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("merging #%d: %s %s", number, resp.Status, body)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

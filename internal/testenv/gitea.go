@@ -182,3 +182,40 @@ func (g *Gitea) AddWebhook(t TB, repo, kind, url, secret string) {
 		"config": map[string]string{"url": url, "content_type": "json", "secret": secret},
 	}, nil)
 }
+
+// Merge merges a pull request as a reviewer would, once Gitea has checked
+// that it can (it does so in the background after each push).
+func (g *Gitea) Merge(t TB, repo string, number int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%sapi/v1/repos/%s/%s/pulls/%d/merge", g.URL, g.User, repo, number), strings.NewReader(`{"Do":"merge"}`))
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		req.SetBasicAuth(g.User, g.Password)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("merging #%d: %v", number, err)
+		}
+		var body bytes.Buffer
+		body.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("merging #%d: %s %s", number, resp.Status, body.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Head is the commit a branch of a repository points at, as git sees it.
+func (g *Gitea) Head(t TB, cloneURL, branch string) string {
+	t.Helper()
+	out := Git(t, "", "ls-remote", cloneURL, "refs/heads/"+branch)
+	sha, _, _ := strings.Cut(out, "\t")
+	return sha
+}
