@@ -24,8 +24,8 @@ const (
 	ReasonLocked      = "Locked"      // a developer's takeover holds the folder
 	// ReasonPullRequestOpen: the change waits for review in a pull request.
 	ReasonPullRequestOpen = "PullRequestOpen"
-	ReasonInvalid     = "Invalid"     // the spec cannot succeed as it is
-	ReasonSuspended   = "Suspended"   // spec.suspend is set
+	ReasonInvalid         = "Invalid"   // the spec cannot succeed as it is
+	ReasonSuspended       = "Suspended" // spec.suspend is set
 )
 
 // ReconcileRequestAnnotation, set to any new value (a timestamp), asks the
