@@ -41,6 +41,14 @@ func (st style) mark(symbol, color, line string) string {
 // syncLine is one sync's result: its name, what became of it, the
 // destination commit and folder, as kubectl prints one line per object.
 func (st style) syncLine(r hydrate.Result) string {
+	line := st.resultLine(r)
+	if pr := r.PullRequest; pr != nil && r.Result != hydrate.Failed {
+		line += fmt.Sprintf(" (pull request #%d %s: %s)", pr.Number, pr.State, pr.URL)
+	}
+	return line
+}
+
+func (st style) resultLine(r hydrate.Result) string {
 	switch r.Result {
 	case hydrate.Failed:
 		return st.mark("✗", red, fmt.Sprintf("%s failed: %s", r.Name, r.Error))

@@ -16,6 +16,7 @@ func TestSyncLinesAreWordsInLogsAndSymbolsOnTerminals(t *testing.T) {
 		{Name: "web", Result: hydrate.Changed, Destination: dst},
 		{Name: "web", Result: hydrate.Failed, Error: "rendering: boom", Err: errors.New("boom")},
 		{Name: "web", Result: hydrate.Locked, Destination: dst, Lock: &v1alpha1.Takeover{Owner: "alice", Expires: "2026-12-03T10:00:00Z", Tag: "dev-alice"}},
+		{Name: "web", Result: hydrate.Committed, Commit: "3f2a1b9c0d", Destination: dst, PullRequest: &v1alpha1.PullRequestStatus{Number: 7, State: "open", URL: "https://gitea.example.com/team/deploy/pulls/7"}},
 	}
 	tests := []struct {
 		st   style
@@ -27,6 +28,7 @@ func TestSyncLinesAreWordsInLogsAndSymbolsOnTerminals(t *testing.T) {
 			"web changed → " + dst,
 			"web failed: rendering: boom",
 			"web skipped: " + dst + " is taken over by alice until 2026-12-03T10:00:00Z (deployment tag dev-alice)",
+			"web committed 3f2a1b9 → " + dst + " (pull request #7 open: https://gitea.example.com/team/deploy/pulls/7)",
 		}},
 		{style{symbols: true}, []string{"✓ web committed 3f2a1b9 → " + dst}},
 		{style{symbols: true, color: true}, []string{green + "✓ web committed 3f2a1b9 → " + dst + reset}},

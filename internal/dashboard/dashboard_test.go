@@ -123,6 +123,10 @@ func TestSyncsPageListsFiltersPagesAndUpdatesLive(t *testing.T) {
 	locked.Conditions[0].Status, locked.Conditions[0].Reason, locked.Conditions[0].Message = metav1.ConditionFalse, v1alpha1.ReasonLocked, "held by alice@laptop until 2026-12-03T18:00:00Z"
 	locked.Lock = &v1alpha1.Takeover{Owner: "alice@laptop", Commit: strings.Repeat("c", 40), Tag: "takeover-alice", Expires: "2026-12-03T18:00:00Z"}
 	syncWith(t, c, ns, "held", locked, nil)
+	review := ready(strings.Repeat("b", 40))
+	review.Conditions[0].Status, review.Conditions[0].Reason, review.Conditions[0].Message = metav1.ConditionFalse, v1alpha1.ReasonPullRequestOpen, "proposed in pull request #7, waiting for review"
+	review.PullRequest = &v1alpha1.PullRequestStatus{URL: "https://gitea.example.com/team/deploy/pulls/7", Number: 7, State: "open", Branch: "sluice/pr/env/prod"}
+	syncWith(t, c, ns, "proposed", review, nil)
 
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -142,7 +146,7 @@ func TestSyncsPageListsFiltersPagesAndUpdatesLive(t *testing.T) {
 	do(t, b, chromedp.Navigate(base+"/syncs"), chromedp.WaitVisible(`table.syncs tbody tr`))
 	summary := run(t, b, chromedp.Text(`.summary`))
 	rows := run(t, b, chromedp.Evaluate[int](`document.querySelectorAll("table.syncs tbody tr").length`))
-	if !strings.Contains(summary, "57 of 57 syncs, showing 1–50") || !strings.Contains(summary, "55 Ready") || !strings.Contains(summary, "1 Failed") || !strings.Contains(summary, "1 Locked") {
+	if !strings.Contains(summary, "58 of 58 syncs, showing 1–50") || !strings.Contains(summary, "55 Ready") || !strings.Contains(summary, "1 Failed") || !strings.Contains(summary, "1 Locked") || !strings.Contains(summary, "1 InReview") {
 		t.Errorf("summary: %q", summary)
 	}
 	if rows != 50 {
@@ -153,8 +157,11 @@ func TestSyncsPageListsFiltersPagesAndUpdatesLive(t *testing.T) {
 	// The next page has the rest.
 	do(t, b, chromedp.Click(`a[rel="next"]`, chromedp.NodeVisible), chromedp.WaitVisible(`a[rel="prev"]`))
 	rows = run(t, b, chromedp.Evaluate[int](`document.querySelectorAll("table.syncs tbody tr").length`))
-	if rows != 7 {
-		t.Errorf("%d rows on the second page, want 7", rows)
+	if rows != 8 {
+		t.Errorf("%d rows on the second page, want 8", rows)
+	}
+	if text := run(t, b, chromedp.Text(`tr[data-sync="`+ns+`/proposed"]`)); !strings.Contains(text, "InReview") || !strings.Contains(text, "pull request #7 open") {
+		t.Errorf("a sync waiting for review: %q", text)
 	}
 
 	// Filtering on the server: state, then labels.

@@ -26,12 +26,13 @@ const (
 	StateFailed      = "Failed"
 	StateStalled     = "Stalled"
 	StateLocked      = "Locked"
+	StateReview      = "InReview"
 	StateProgressing = "Progressing"
 	StateSuspended   = "Suspended"
 	StateUnknown     = "Unknown"
 )
 
-var states = []string{StateReady, StateFailed, StateStalled, StateLocked, StateProgressing, StateSuspended, StateUnknown}
+var states = []string{StateReady, StateFailed, StateStalled, StateLocked, StateReview, StateProgressing, StateSuspended, StateUnknown}
 
 // syncRow is what a table row (and a sync's page) shows of a sync.
 type syncRow struct {
@@ -43,6 +44,7 @@ type syncRow struct {
 	Branch, Path    string
 	Images          []v1alpha1.PinnedImage
 	Lock            *v1alpha1.Takeover
+	PullRequest     *v1alpha1.PullRequestStatus
 	// Changed is when the Ready condition last changed.
 	Changed   time.Time
 	LastError string
@@ -79,6 +81,7 @@ func rowOf(ms *v1alpha1.ManifestSync) syncRow {
 	r.Destination.URL = commitURL(r.Destination.Repo, r.Destination.Commit)
 	r.Images = ms.Status.Images
 	r.Lock = ms.Status.Lock
+	r.PullRequest = ms.Status.PullRequest
 	if ms.Spec.Interval != nil {
 		r.Interval = ms.Spec.Interval.Duration.String()
 	}
@@ -105,6 +108,8 @@ func stateOf(ms *v1alpha1.ManifestSync) (string, string) {
 		return StateReady, msg
 	case ready.Reason == v1alpha1.ReasonLocked:
 		return StateLocked, msg
+	case ready.Reason == v1alpha1.ReasonPullRequestOpen:
+		return StateReview, msg
 	case ready.Status == metav1.ConditionFalse:
 		return StateFailed, msg
 	}
@@ -342,6 +347,8 @@ var funcs = template.FuncMap{
 			return "✗"
 		case StateLocked:
 			return "◆"
+		case StateReview:
+			return "◔"
 		case StateProgressing:
 			return "…"
 		case StateSuspended:
