@@ -63,10 +63,13 @@ func For(kind, repoURL string, c Credentials) (Forge, error) {
 		kind = v1alpha1.ForgeOf(repoURL)
 	}
 	u, err := url.Parse(repoURL)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return nil, fmt.Errorf("%s: pull requests need the repository's https URL, to find the forge's API", repoURL)
+	if err != nil {
+		return nil, errors.New("pull requests need the repository's https URL, to find the forge's API")
 	}
 	u.User = nil
+	if u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return nil, fmt.Errorf("%s: pull requests need the repository's https URL, to find the forge's API", u)
+	}
 	owner, repo, ok := ownerRepo(u.Path)
 	if !ok {
 		return nil, fmt.Errorf("%s: not an OWNER/REPO URL", u)
