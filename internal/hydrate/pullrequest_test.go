@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -22,7 +24,6 @@ import (
 // back to what the base holds closes its pull request. The base branch is
 // only ever written by the merge.
 func TestPullRequestsOnGitea(t *testing.T) {
-	ctx := context.Background()
 	g := testenv.StartGitea(t)
 	dstURL := g.CreateRepo(t, "deploy")
 	dst := testenv.NewWork(t, g.PushURL(dstURL))
@@ -54,14 +55,7 @@ func TestPullRequestsOnGitea(t *testing.T) {
 			syncs = append(syncs, sync(n))
 		}
 		cache := source.NewCache(t.TempDir(), source.WithAuth(source.Auth{Username: g.User, Password: g.Password, Hosts: []string{u.Host}}))
-		rep, err := Run(ctx, syncs, Options{Cache: cache, Registry: registry.New()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rep.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return rep.Results
+		return runOnGitea(t, syncs, cache)
 	}
 	type pr struct {
 		Number int    `json:"number"`
@@ -148,4 +142,82 @@ func TestPullRequestsOnGitea(t *testing.T) {
 			t.Errorf("#%d is %s on Gitea", x.Number, x.State)
 		}
 	}
+}
+
+// What a pullRequest block asks of Gitea: a draft (Gitea marks drafts by
+// the title), reviewers asked, auto-merge scheduled (with no checks to
+// wait for, Gitea merges at once), a title and body from templates.
+func TestPullRequestSettingsOnGitea(t *testing.T) {
+	g := testenv.StartGitea(t)
+	g.API(t, http.MethodPost, "admin/users", map[string]any{"username": "reviewer", "email": "reviewer@example.com", "password": "Reviewer-pass-1", "must_change_password": false}, nil)
+	u, _ := url.Parse(g.URL)
+	app := testenv.NewWork(t, "")
+	app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {level: '1'}\n"}).Commit("web")
+	run := func(repo string, pr v1alpha1.PullRequest) Result {
+		t.Helper()
+		dstURL := g.CreateRepo(t, repo)
+		g.API(t, http.MethodPut, "repos/"+g.User+"/"+repo+"/collaborators/reviewer", map[string]any{"permission": "write"}, nil)
+		dst := testenv.NewWork(t, g.PushURL(dstURL))
+		dst.Write(map[string]string{"README.md": "# deploy\n"}).Commit("init")
+		dst.Push("main")
+		obj := &v1alpha1.ManifestSync{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: v1alpha1.ManifestSyncSpec{
+			Source:      v1alpha1.Source{Repo: app.Dir, Path: "deploy/web"},
+			Destination: v1alpha1.Destination{Repo: dstURL, Branch: "main", Path: "apps/web", Mode: v1alpha1.ModePullRequest, PullRequest: &pr},
+		}}
+		ms, err := config.FromManifestSync(obj, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache := source.NewCache(t.TempDir(), source.WithAuth(source.Auth{Username: g.User, Password: g.Password, Hosts: []string{u.Host}}))
+		return runOnGitea(t, []config.ManifestSync{ms}, cache)[0]
+	}
+	type pull struct {
+		Title              string `json:"title"`
+		Body               string `json:"body"`
+		Merged             bool   `json:"merged"`
+		RequestedReviewers []struct {
+			Login string `json:"login"`
+		} `json:"requested_reviewers"`
+	}
+	get := func(repo string, n int) pull {
+		var p pull
+		g.API(t, http.MethodGet, "repos/"+g.User+"/"+repo+"/pulls/"+strconv.Itoa(n), nil, &p)
+		return p
+	}
+
+	res := run("drafted", v1alpha1.PullRequest{Draft: true, Reviewers: []string{"reviewer"}, Forge: v1alpha1.ForgeGitea,
+		Title: "Deploy {{.Branch}}", Body: "{{range .Syncs}}{{.Name}} from {{.Source}}{{end}}\n{{.Stat}}"})
+	p := get("drafted", res.PullRequest.Number)
+	if p.Title != "WIP: Deploy main" || len(p.RequestedReviewers) != 1 || p.RequestedReviewers[0].Login != "reviewer" ||
+		!strings.HasPrefix(p.Body, "web from "+app.Dir) || !strings.Contains(p.Body, "`apps/web`: 2 added, 0 changed, 0 removed") {
+		t.Errorf("a draft with a reviewer and templates: %+v", p)
+	}
+
+	res = run("automerged", v1alpha1.PullRequest{AutoMerge: true, Forge: v1alpha1.ForgeGitea})
+	deadline := time.Now().Add(30 * time.Second)
+	for !get("automerged", res.PullRequest.Number).Merged {
+		if time.Now().After(deadline) {
+			t.Fatal("auto-merge did not merge the pull request")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// runOnGitea hydrates syncs; Gitea answers 404 for a repository's pull
+// requests for a moment after its first push, so a failed run is tried
+// again, for a few seconds.
+func runOnGitea(t *testing.T, syncs []config.ManifestSync, cache *source.Cache) []Result {
+	t.Helper()
+	var err error
+	for range 50 {
+		var rep *Report
+		if rep, err = Run(context.Background(), syncs, Options{Cache: cache, Registry: registry.New()}); err == nil {
+			if err = rep.Err(); err == nil {
+				return rep.Results
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatal(err)
+	return nil
 }
