@@ -170,6 +170,10 @@ type WriteOptions struct {
 	// on what the folder holds is made again on top of whatever someone
 	// else pushed meanwhile, never over it.
 	Edit func(b *Branch) ([]Change, error)
+	// Fresh makes Propose start from the base alone, ignoring what head
+	// holds (its pull request was merged or closed: what it held is not
+	// waiting for review any more).
+	Fresh bool
 }
 
 // Result is what a write did.

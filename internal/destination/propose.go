@@ -67,7 +67,7 @@ func Propose(ctx context.Context, repo *source.Repo, base, head string, changes 
 		}
 		all := slices.Clone(changes)
 		var parent plumbing.Hash
-		if h.Exists() {
+		if h.Exists() && !o.Fresh {
 			if parent, err = repo.FirstParent(h.tip); err != nil {
 				return Proposal{}, err
 			}
@@ -91,7 +91,7 @@ func Propose(ctx context.Context, repo *source.Repo, base, head string, changes 
 			p.Empty = true
 			return p, nil
 		}
-		if h.Exists() && parent == b.tip && tree == h.tree {
+		if h.Exists() && !o.Fresh && parent == b.tip && tree == h.tree {
 			p.Commit = h.tip
 			p.Folders, err = stat(repo, b.tree, tree, all)
 			return p, err

@@ -85,10 +85,17 @@ func (r *runner) propose(ctx context.Context, plans []*plan, indexes []int) {
 	if len(changed) > 0 {
 		msg = commitMessage(changed)
 	}
-	prop, err := destination.Propose(ctx, first.dstRepo, base, head, changes, destination.WriteOptions{Message: msg, Author: r.o.Author})
 	var status *v1alpha1.PullRequestStatus
+	var prop destination.Proposal
+	f, pr, err := r.forge(ctx, first)
 	if err == nil {
-		status, err = r.pullRequest(ctx, first, members, prop)
+		// What head holds waits for review only while its pull request
+		// is open; otherwise the proposal starts from the base again.
+		fresh := pr == nil || pr.State != v1alpha1.PullRequestOpen
+		prop, err = destination.Propose(ctx, first.dstRepo, base, head, changes, destination.WriteOptions{Message: msg, Author: r.o.Author, Fresh: fresh})
+	}
+	if err == nil {
+		status, err = r.pullRequest(ctx, f, pr, first, members, prop)
 	}
 	for _, i := range indexes {
 		p := plans[i]
@@ -113,24 +120,32 @@ func (r *runner) propose(ctx context.Context, plans []*plan, indexes []int) {
 	}
 }
 
+// forge is the forge of a sync's destination, and the newest pull request
+// from its proposal branch.
+func (r *runner) forge(ctx context.Context, first *plan) (forge.Forge, *forge.PullRequest, error) {
+	d := first.ms.Spec.Destination
+	kind := ""
+	if d.PullRequest != nil {
+		kind = d.PullRequest.Forge
+	}
+	user, password := first.dstRepo.APICredentials()
+	f, err := forge.For(kind, first.dstRepo.Location().URL, forge.Credentials{Username: user, Password: password})
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, err := f.Find(ctx, d.PullRequestBranch(), d.Branch)
+	return f, pr, err
+}
+
 // pullRequest makes the forge's pull request match the proposal, and
 // says how it stands.
-func (r *runner) pullRequest(ctx context.Context, first *plan, members []*plan, prop destination.Proposal) (*v1alpha1.PullRequestStatus, error) {
+func (r *runner) pullRequest(ctx context.Context, f forge.Forge, pr *forge.PullRequest, first *plan, members []*plan, prop destination.Proposal) (*v1alpha1.PullRequestStatus, error) {
 	d := first.ms.Spec.Destination
 	spec := d.PullRequest
 	if spec == nil {
 		spec = &v1alpha1.PullRequest{}
 	}
-	user, password := first.dstRepo.APICredentials()
-	f, err := forge.For(spec.Forge, first.dstRepo.Location().URL, forge.Credentials{Username: user, Password: password})
-	if err != nil {
-		return nil, err
-	}
 	base, head := d.Branch, d.PullRequestBranch()
-	pr, err := f.Find(ctx, head, base)
-	if err != nil {
-		return nil, err
-	}
 	switch {
 	case prop.Empty:
 		if pr != nil && pr.State == v1alpha1.PullRequestOpen {
@@ -149,9 +164,15 @@ func (r *runner) pullRequest(ctx context.Context, first *plan, members []*plan, 
 			if err != nil && pr == nil {
 				return nil, err
 			}
-		} else if pr.Title != title && !(spec.Draft && strings.HasSuffix(pr.Title, title)) || pr.Body != body {
-			if err := f.Edit(ctx, pr.Number, pr.Title, body); err != nil {
-				return nil, fmt.Errorf("updating #%d: %w", pr.Number, err)
+		} else {
+			if spec.Draft {
+				title = pr.Title // a draft's title is the forge's mark: a person may lift it
+			}
+			if pr.Title != title || pr.Body != body {
+				if err := f.Edit(ctx, pr.Number, title, body); err != nil {
+					return nil, fmt.Errorf("updating #%d: %w", pr.Number, err)
+				}
+				pr.Title, pr.Body = title, body
 			}
 		}
 		if err != nil {

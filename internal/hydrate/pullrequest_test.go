@@ -125,15 +125,26 @@ func TestPullRequestsOnGitea(t *testing.T) {
 		}
 	}
 
-	// A new change opens a new pull request; going back closes it.
+	// Someone edits api's folder on main by hand; then a change of web
+	// alone opens a new pull request, which leaves api's folder as main
+	// has it (the merged proposal is not carried again).
+	dst.Write(map[string]string{"apps/api/by-hand.yaml": "x: 1\n"}).Commit("by hand")
+	if err := func() error { testenv.Git(t, dst.Dir, "pull", "-q", "--rebase", "origin", "main"); return nil }(); err != nil {
+		t.Fatal(err)
+	}
+	dst.Push("main")
 	app.Write(cm("web", "2")).Commit("web 2")
-	res = run("web", "api")
+	res = run("web")
 	second := res[0].PullRequest
 	if second == nil || second.Number == p.Number || second.State != v1alpha1.PullRequestOpen {
 		t.Fatalf("a change after the merge: %+v", second)
 	}
+	testenv.Git(t, dst.Dir, "fetch", "-q", "origin", "sluice/pr/main")
+	if diff := testenv.Git(t, dst.Dir, "diff", "--stat", "origin/main", "FETCH_HEAD", "--", "apps/api"); diff != "" {
+		t.Errorf("the new proposal changes api's folder:\n%s", diff)
+	}
 	app.Write(cm("web", "1")).Commit("web back to 1")
-	res = run("web", "api")
+	res = run("web")
 	if res[0].PullRequest == nil || res[0].PullRequest.Number != second.Number || res[0].PullRequest.State != v1alpha1.PullRequestClosed {
 		t.Errorf("after going back: %+v", res[0].PullRequest)
 	}
