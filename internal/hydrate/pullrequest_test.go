@@ -155,13 +155,19 @@ func TestPullRequestsOnGitea(t *testing.T) {
 	}
 }
 
-// What a pullRequest block asks of Gitea: a draft (Gitea marks drafts by
+// What a pullRequest block asks of Gitea, with an access token: a draft (Gitea marks drafts by
 // the title), reviewers asked, auto-merge scheduled (with no checks to
 // wait for, Gitea merges at once), a title and body from templates.
 func TestPullRequestSettingsOnGitea(t *testing.T) {
 	g := testenv.StartGitea(t)
 	g.API(t, http.MethodPost, "admin/users", map[string]any{"username": "reviewer", "email": "reviewer@example.com", "password": "Reviewer-pass-1", "must_change_password": false}, nil)
 	u, _ := url.Parse(g.URL)
+	// An access token made through Gitea's API, as a team would give one
+	// (SLUICE_GIT_TOKEN, or a Secret's password): no user name.
+	var tok struct {
+		SHA1 string `json:"sha1"`
+	}
+	g.API(t, http.MethodPost, "users/"+g.User+"/tokens", map[string]any{"name": "sluice", "scopes": []string{"write:repository", "write:issue"}}, &tok)
 	app := testenv.NewWork(t, "")
 	app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {level: '1'}\n"}).Commit("web")
 	run := func(repo string, pr v1alpha1.PullRequest) Result {
@@ -179,7 +185,7 @@ func TestPullRequestSettingsOnGitea(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cache := source.NewCache(t.TempDir(), source.WithAuth(source.Auth{Username: g.User, Password: g.Password, Hosts: []string{u.Host}}))
+		cache := source.NewCache(t.TempDir(), source.WithAuth(source.Auth{Password: tok.SHA1, Hosts: []string{u.Host}}))
 		return runOnGitea(t, []config.ManifestSync{ms}, cache)[0]
 	}
 	type pull struct {
