@@ -26,6 +26,9 @@ type Proposal struct {
 	Changed bool
 	// Empty says nothing is left to propose: the base already holds it.
 	Empty bool
+	// Left is the head branch's tip when Empty and head is still there
+	// (to delete once its pull request is closed).
+	Left plumbing.Hash
 	// Folders are the folders the proposal changes, each with how many
 	// files it adds, changes and removes.
 	Folders []FolderStat
@@ -88,7 +91,7 @@ func Propose(ctx context.Context, repo *source.Repo, base, head string, changes 
 		}
 		p := Proposal{Base: b.tip}
 		if tree == b.tree {
-			p.Empty = true
+			p.Empty, p.Left = true, h.tip
 			return p, nil
 		}
 		if h.Exists() && !o.Fresh && parent == b.tip && tree == h.tree {

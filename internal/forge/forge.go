@@ -54,7 +54,7 @@ type Credentials struct {
 
 // ErrNoCredentials says the repository was reached without credentials,
 // which no forge takes to open a pull request.
-var ErrNoCredentials = errors.New("no credentials for the forge's API: give the destination's git credentials a token (secretRef, or SLUICE_GIT_PASSWORD)")
+var ErrNoCredentials = errors.New("no credentials for the forge's API: give the destination's git credentials a token (a secretRef with a password or bearerToken, or SLUICE_GIT_TOKEN)")
 
 // For is the forge of kind (v1alpha1.Forge*, or "" to tell from the
 // host) holding the repository at repoURL (https or http on loopback).

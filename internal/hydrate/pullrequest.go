@@ -97,6 +97,11 @@ func (r *runner) propose(ctx context.Context, plans []*plan, indexes []int) {
 	if err == nil {
 		status, err = r.pullRequest(ctx, f, pr, first, members, prop)
 	}
+	if err == nil && prop.Empty && !prop.Left.IsZero() {
+		// Nothing left to propose, its pull request closed or merged: the
+		// proposal branch goes too.
+		err = first.dstRepo.DeleteBranch(ctx, head, prop.Left)
+	}
 	for _, i := range indexes {
 		p := plans[i]
 		out := p.result()

@@ -124,6 +124,9 @@ func TestPullRequestsOnGitea(t *testing.T) {
 			t.Errorf("after the merge: %+v %+v", r, r.PullRequest)
 		}
 	}
+	if out := testenv.Git(t, "", "ls-remote", dstURL, "refs/heads/sluice/pr/main"); out != "" {
+		t.Errorf("the proposal branch is left after the merge: %s", out)
+	}
 
 	// Someone edits api's folder on main by hand; then a change of web
 	// alone opens a new pull request, which leaves api's folder as main

@@ -1,11 +1,15 @@
 package source
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
@@ -132,4 +136,48 @@ func (r *Repo) FirstParent(h plumbing.Hash) (plumbing.Hash, error) {
 		return plumbing.ZeroHash, nil
 	}
 	return c.ParentHashes[0], nil
+}
+
+// DeleteBranch removes a branch (of the remote, for a clone) if it is
+// still at old; a branch already gone is no error.
+func (r *Repo) DeleteBranch(ctx context.Context, name string, old plumbing.Hash) error {
+	refName := plumbing.NewBranchReferenceName(name)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.resolved)
+	if !r.remote {
+		cur, err := r.git.Reference(refName, true)
+		if errors.Is(err, plumbing.ErrReferenceNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cur.Hash() != old {
+			return fmt.Errorf("deleting %s in %s: %w", name, r.loc, ErrStale)
+		}
+		return r.git.Storer.RemoveReference(refName)
+	}
+	method, url, err := r.creds.method(r.loc.URL)
+	if err != nil {
+		return err
+	}
+	unlock, err := lockFile(r.lock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	remote, err := r.git.Remote("origin")
+	if err != nil {
+		return err
+	}
+	r.note("push")
+	spec := config.RefSpec(":" + refName.String())
+	err = remote.PushContext(ctx, &git.PushOptions{RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: method,
+		RequireRemoteRefs: []config.RefSpec{config.RefSpec(old.String() + ":" + refName.String())}})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return fmt.Errorf("deleting %s in %s: %w", name, r.loc, redactErr(err))
+	}
+	delete(r.refs, refName)
+	return r.git.Storer.RemoveReference(refName)
 }
