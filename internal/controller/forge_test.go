@@ -9,7 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -98,6 +100,7 @@ spec:
     pullRequest: {forge: gitea, labels: [sluice]}
     secretRef: {name: gitea}
   interval: 1h
+  prune: true
 `)
 	// (Gitea answers 404 for a repository's pull requests for a moment
 	// after its first push: the controller retries.)
@@ -133,4 +136,26 @@ spec:
 		return ""
 	})
 	e.eventually(10*time.Second, func() string { return e.hasEvent("web", "PullRequestMerged") })
+
+	// Deleted with prune: its folder's removal is proposed, not pushed.
+	if err := e.c.Delete(context.Background(), e.sync("web")); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(30*time.Second, func() string {
+		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "web"}, &v1alpha1.ManifestSync{}); err == nil {
+			return "the sync is still there"
+		}
+		return ""
+	})
+	main := g.Head(t, dstURL, "main")
+	if out := testenv.Git(t, "", "ls-remote", dstURL, "refs/heads/sluice/pr/main"); out == "" {
+		t.Fatal("no proposal to remove the folder")
+	}
+	testenv.Git(t, d.Dir, "fetch", "-q", "origin", "main", "sluice/pr/main")
+	if files := testenv.Git(t, d.Dir, "ls-tree", "-r", "--name-only", "origin/main"); !strings.Contains(files, "apps/web/") {
+		t.Errorf("main lost apps/web without review (at %s):\n%s", main, files)
+	}
+	if files := testenv.Git(t, d.Dir, "ls-tree", "-r", "--name-only", "origin/sluice/pr/main"); strings.Contains(files, "apps/web/") {
+		t.Errorf("the proposal keeps apps/web:\n%s", files)
+	}
 }

@@ -253,8 +253,18 @@ func (r *ManifestSyncReconciler) prune(ctx context.Context, obj *v1alpha1.Manife
 		return err
 	}
 	d := ms.Spec.Destination
-	if d.Mode == v1alpha1.ModeBranch {
+	switch d.Mode {
+	case v1alpha1.ModeBranch:
 		return nil // review branches are the forge's to close
+	case v1alpha1.ModePullRequest:
+		// The removal waits for review like any change.
+		o := r.batch.base
+		o.Credentials = func(config.ManifestSync) (*source.Credentials, *source.Credentials) { return j.src, j.dst }
+		pr, err := hydrate.Withdraw(source.ContextWithNotBefore(ctx, r.now()), ms, o)
+		if err == nil && pr != nil {
+			r.events.Eventf(obj, nil, corev1.EventTypeNormal, "PruneProposed", "Prune", "removing %s waits for review in pull request #%d: %s", d.Path, pr.Number, pr.URL)
+		}
+		return err
 	}
 	loc, err := source.ParseLocation(d.Repo, "")
 	if err != nil {

@@ -11,8 +11,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/forge"
+	"sluice.dev/sluice/internal/source"
 )
 
 // isProposal says a sync proposes its changes by pull request.
@@ -25,7 +27,7 @@ const (
 	defaultTitle = `Hydrate {{.Branch}}: {{range $i, $s := .Syncs}}{{if $i}}, {{end}}{{$s.Name}}{{end}}`
 	defaultBody  = `Sluice proposes the rendered manifests below for {{.Branch}}.
 {{range .Syncs}}
-- **{{.Name}}** into ` + "`{{.Path}}`" + `, from {{.Source}}{{range .Images}}
+- **{{.Name}}** into ` + "`{{.Path}}`" + `{{with .Source}}, from {{.}}{{end}}{{range .Images}}
   - image ` + "`{{.Name}}:{{.Tag}}@{{.Digest}}`" + `{{end}}{{end}}
 
 {{.Stat}}
@@ -206,7 +208,7 @@ func describe(spec *v1alpha1.PullRequest, base string, members []*plan, prop des
 		fmt.Fprintf(&stat, "- `%s`: %d added, %d changed, %d removed\n", f.Path, f.Added, f.Changed, f.Removed)
 		i := slices.IndexFunc(members, func(p *plan) bool { return p.dstPath == f.Path })
 		if i < 0 {
-			data.Syncs = append(data.Syncs, prSync{Name: f.Path, Path: f.Path, Source: "an earlier run"})
+			data.Syncs = append(data.Syncs, prSync{Name: f.Path, Path: f.Path}) // proposed earlier, or removed
 			continue
 		}
 		p := members[i]
@@ -242,4 +244,38 @@ func execute(name, text string, data prData) (string, error) {
 		return "", fmt.Errorf("pullRequest.%s: %w", name, err)
 	}
 	return b.String(), nil
+}
+
+// Withdraw proposes, through the branch's pull request, the removal of a
+// sync's folder (the sync was deleted with spec.prune): in pullRequest
+// mode that too waits for review.
+func Withdraw(ctx context.Context, ms config.ManifestSync, o Options) (*v1alpha1.PullRequestStatus, error) {
+	d := ms.Spec.Destination
+	loc, err := source.ParseLocation(d.Repo, ms.Origin.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("spec.destination.repo: %w", err)
+	}
+	_, creds := o.credentials(ms)
+	repo, err := o.Cache.Open(ctx, loc, source.OpenOptions{Credentials: creds})
+	if err != nil {
+		return nil, fmt.Errorf("opening destination: %w", err)
+	}
+	r := &runner{o: o}
+	first := &plan{ms: ms, dstRepo: repo, dstPath: d.Path}
+	f, pr, err := r.forge(ctx, first)
+	if err != nil {
+		return nil, err
+	}
+	prop, err := destination.Propose(ctx, repo, d.Branch, d.PullRequestBranch(), []destination.Change{{Path: d.Path}}, destination.WriteOptions{
+		Message: fmt.Sprintf("remove %s (ManifestSync %s deleted, spec.prune)", d.Path, ms.Name), Author: o.Author,
+		Fresh: pr == nil || pr.State != v1alpha1.PullRequestOpen,
+	})
+	if err != nil {
+		return nil, err
+	}
+	status, err := r.pullRequest(ctx, f, pr, first, nil, prop)
+	if err == nil && prop.Empty && !prop.Left.IsZero() {
+		err = repo.DeleteBranch(ctx, d.PullRequestBranch(), prop.Left)
+	}
+	return status, err
 }
