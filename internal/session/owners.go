@@ -171,7 +171,44 @@ func suspend(ctx context.Context, c client.Client, o Owner, session string) erro
 	if cur, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...); found != (value != nil) || value != nil && !reflect.DeepEqual(cur, value) {
 		setPath(patch, path, value)
 	}
-	return mergePatch(ctx, c, u, patch, "pausing")
+	if err := mergePatch(ctx, c, u, patch, "pausing"); err != nil || o.Parent == nil {
+		return err
+	}
+	return settle(ctx, c, o)
+}
+
+// settleFor is how long a pause is watched after a parent's mark: a
+// reconcile of the parent already under way when the mark landed applies
+// git's setting once more.
+var settleFor = 2 * time.Second
+
+// settle puts a pause back that a parent's reconcile already under way
+// undid; the mark keeps the parent's next reconciles off it (and the
+// heartbeat ends the session if one does not).
+func settle(ctx context.Context, c client.Client, o Owner) error {
+	path, value := pauseField(o.How, o.Ref.Kind)
+	deadline := time.Now().Add(settleFor)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		u, err := getRef(ctx, c, o.Ref)
+		if err != nil {
+			return nil // the heartbeat looks again
+		}
+		cur, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...)
+		if found == (value != nil) && (value == nil || reflect.DeepEqual(cur, value)) {
+			continue
+		}
+		patch := map[string]any{}
+		setPath(patch, path, value)
+		if err := mergePatch(ctx, c, u, patch, "pausing"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resume takes the session off an owner's holders; the last one out puts
