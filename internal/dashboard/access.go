@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -190,12 +189,6 @@ func (c *clients) of(u *User) (*cluster.Client, error) {
 	}
 	c.users[u.key()] = &userClient{c: cl, used: now}
 	return cl, nil
-}
-
-func sortedCopy(s []string) []string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
 }
 
 func forbidden(format string, args ...any) error {

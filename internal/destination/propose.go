@@ -1,6 +1,7 @@
 package destination
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -185,18 +186,8 @@ func (b *Branch) proposed(parent plumbing.Hash) ([]Change, error) {
 		return nil
 	}
 	err := walk("", old, b.tree)
-	slices.SortFunc(out, func(x, y Change) int { return compareStrings(x.Path, y.Path) })
+	slices.SortFunc(out, func(x, y Change) int { return cmp.Compare(x.Path, y.Path) })
 	return out, err
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // entries are a tree's entries by name; none for the zero hash.
@@ -246,6 +237,6 @@ func stat(repo *source.Repo, baseTree, tree plumbing.Hash, changes []Change) ([]
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(x, y FolderStat) int { return compareStrings(x.Path, y.Path) })
+	slices.SortFunc(out, func(x, y FolderStat) int { return cmp.Compare(x.Path, y.Path) })
 	return out, nil
 }
