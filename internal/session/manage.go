@@ -11,6 +11,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/internal/cluster"
@@ -176,12 +178,24 @@ func StopSession(ctx context.Context, c *cluster.Client, name string, o StopOpti
 		return nil, err
 	}
 	if in.State != StateStale {
-		l := in.lease.DeepCopy()
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
+		// The holder renews the Lease every heartbeat: an update that
+		// loses to a renewal is made again on the renewed Lease, or the
+		// session would never hear the request.
+		err := retry.RetryOnConflict(wait.Backoff{Steps: 20, Duration: 20 * time.Millisecond, Factor: 1.2, Jitter: 0.5}, func() error {
+			var l coordinationv1.Lease
+			if err := c.Kube().Get(ctx, client.ObjectKeyFromObject(in.lease), &l); err != nil {
+				return err
+			}
+			if l.Annotations == nil {
+				l.Annotations = map[string]string{}
+			}
+			l.Annotations[annotationStop] = o.Holder
+			return c.Kube().Update(ctx, &l)
+		})
+		if apierrors.IsNotFound(err) {
+			return &Restoration{Session: name, BySession: true}, nil
 		}
-		l.Annotations[annotationStop] = o.Holder
-		if err := c.Kube().Update(ctx, l); err != nil && !apierrors.IsConflict(err) {
+		if err != nil {
 			return nil, fmt.Errorf("asking session %s to stop: %w", name, err)
 		}
 		deadline := time.Now().Add(o.Wait)
