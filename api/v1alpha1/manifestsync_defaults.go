@@ -49,3 +49,17 @@ func cleanRel(p string) string {
 	}
 	return path.Clean(p)
 }
+
+// DestinationSecretRef is the Secret the destination is written with: its
+// own, or, when it names none and is the source's repository (named again,
+// or left out), the source's. A Secret is never lent to another
+// repository.
+func (s *ManifestSyncSpec) DestinationSecretRef() *SecretRef {
+	if ref := s.Destination.SecretRef; ref != nil {
+		return ref
+	}
+	if s.Destination.Repo == "" || s.Destination.Repo == s.Source.Repo {
+		return s.Source.SecretRef
+	}
+	return nil
+}

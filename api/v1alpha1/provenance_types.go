@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "time"
+
 // KindProvenance is the kind of the record Sluice writes as .sluice.yaml in
 // every folder it hydrates.
 const KindProvenance = "Provenance"
@@ -114,4 +116,19 @@ type PinnedChart struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	Digest  string `json:"digest"`
+}
+
+// ExpiresAt is when the lock ends, and false when Expires is not a time
+// (a record edited by hand, or written by a future version).
+func (t *Takeover) ExpiresAt() (time.Time, bool) {
+	at, err := time.Parse(time.RFC3339, t.Expires)
+	return at, err == nil
+}
+
+// Holds reports whether the lock still holds at now. A lock whose expiry
+// cannot be read holds: only its owner's release or a steal ends it, never
+// a misreading.
+func (t *Takeover) Holds(now time.Time) bool {
+	at, ok := t.ExpiresAt()
+	return !ok || now.Before(at)
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/credentials"
-	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/source"
 )
@@ -113,11 +111,7 @@ func (r *ManifestSyncReconciler) credentials(ctx context.Context, obj *v1alpha1.
 	if j.src, err = r.secrets.Git(ctx, obj.Namespace, spec.Source.SecretRef); err != nil {
 		return hydrate.Result{}, err
 	}
-	dstRef := spec.Destination.SecretRef
-	if dstRef == nil && spec.Destination.Repo == spec.Source.Repo {
-		dstRef = spec.Source.SecretRef // the same repository, the same Secret
-	}
-	if j.dst, err = r.secrets.Git(ctx, obj.Namespace, dstRef); err != nil {
+	if j.dst, err = r.secrets.Git(ctx, obj.Namespace, spec.DestinationSecretRef()); err != nil {
 		return hydrate.Result{}, err
 	}
 	kc, id, err := r.secrets.Registry(ctx, obj.Namespace, spec.RegistrySecretRef)
@@ -149,7 +143,7 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		l := res.Lock
 		ready, reason = metav1.ConditionFalse, v1alpha1.ReasonLocked
 		msg = fmt.Sprintf("locked by %s's takeover until %s: the controller leaves the folder alone until then", l.Owner, l.Expires)
-		if exp, perr := time.Parse(time.RFC3339, l.Expires); perr == nil {
+		if exp, ok := l.ExpiresAt(); ok {
 			if left := exp.Sub(r.now()); left > 0 && left < after {
 				after = left + time.Second // the lock ends on time, with no command
 			}
@@ -241,8 +235,9 @@ func (r *ManifestSyncReconciler) finalize(ctx context.Context, obj *v1alpha1.Man
 	return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, obj, client.MergeFrom(orig)))
 }
 
-// prune commits the removal of the sync's folder, if the folder is still
-// the sync's (its provenance names it) and no takeover holds it.
+// prune removes the sync's folder through the engine (hydrate.Prune),
+// which checks that the folder is still the sync's and unlocked inside
+// the same edit as the push.
 func (r *ManifestSyncReconciler) prune(ctx context.Context, obj *v1alpha1.ManifestSync) error {
 	ms, err := r.toConfig(obj)
 	if err != nil {
@@ -252,49 +247,13 @@ func (r *ManifestSyncReconciler) prune(ctx context.Context, obj *v1alpha1.Manife
 	if _, err := r.credentials(ctx, obj, j); err != nil {
 		return err
 	}
-	d := ms.Spec.Destination
-	switch d.Mode {
-	case v1alpha1.ModeBranch:
-		return nil // review branches are the forge's to close
-	case v1alpha1.ModePullRequest:
-		// The removal waits for review like any change.
-		o := r.batch.base
-		o.Credentials = func(config.ManifestSync) (*source.Credentials, *source.Credentials) { return j.src, j.dst }
-		pr, err := hydrate.Withdraw(source.ContextWithNotBefore(ctx, r.now()), ms, o)
-		if err == nil && pr != nil {
-			r.events.Eventf(obj, nil, corev1.EventTypeNormal, "PruneProposed", "Prune", "removing %s waits for review in pull request #%d: %s", d.Path, pr.Number, pr.URL)
-		}
-		return err
-	}
-	loc, err := source.ParseLocation(d.Repo, "")
-	if err != nil {
-		return err
-	}
-	repo, err := r.engines.cache.Open(source.ContextWithNotBefore(ctx, r.now()), loc, source.OpenOptions{Credentials: j.dst})
-	if err != nil {
-		return err
-	}
-	b, err := destination.Open(repo, d.Branch)
-	if err != nil || !b.Exists() {
-		return err
-	}
-	prov, err := hydrate.ReadProvenance(b, d.Path)
-	if err != nil || prov == nil {
-		return err // nothing there, or not Sluice's
-	}
-	if prov.Sync != obj.Name || (prov.Namespace != "" && prov.Namespace != obj.Namespace) {
-		return nil // another sync's folder now
-	}
-	if t := prov.Takeover; t != nil {
-		if exp, err := time.Parse(time.RFC3339, t.Expires); err != nil || exp.After(r.now()) {
-			return fmt.Errorf("%s's takeover holds %s until %s", t.Owner, d.Path, t.Expires)
-		}
-	}
-	_, err = destination.Write(ctx, repo, d.Branch, []destination.Change{{Path: d.Path}}, destination.WriteOptions{
-		Message: fmt.Sprintf("sluice: remove %s (ManifestSync %s/%s deleted, spec.prune)", d.Path, obj.Namespace, obj.Name),
-	})
-	if errors.Is(err, destination.ErrNoChange) {
-		return nil
+	o := r.batch.base
+	o.Now = r.now
+	o.Credentials = func(config.ManifestSync) (*source.Credentials, *source.Credentials) { return j.src, j.dst }
+	pr, err := hydrate.Prune(source.ContextWithNotBefore(ctx, r.now()), ms, o)
+	if err == nil && pr != nil {
+		d := ms.Spec.Destination
+		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "PruneProposed", "Prune", "removing %s waits for review in pull request #%d: %s", d.Path, pr.Number, pr.URL)
 	}
 	return err
 }

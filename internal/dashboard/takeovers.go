@@ -56,8 +56,8 @@ func (s *Server) takeovers(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		row := lockRow{syncRow: rowOf(ms), Lock: *ms.Status.Lock}
-		row.Until, _ = time.Parse(time.RFC3339, row.Lock.Expires)
-		row.Expired = !row.Until.IsZero() && time.Now().After(row.Until)
+		row.Until, _ = row.Lock.ExpiresAt()
+		row.Expired = !row.Lock.Holds(time.Now())
 		if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == v1alpha1.ReasonLocked {
 			row.Since = c.LastTransitionTime.Time
 		}
@@ -126,7 +126,7 @@ func (s *Server) extendLock(r *http.Request) (string, error) {
 	return s.lockAction(r, func(ms *v1alpha1.ManifestSync, c client.Client, owner string) (string, error) {
 		from := time.Now()
 		if l := ms.Status.Lock; l != nil {
-			if t, err := time.Parse(time.RFC3339, l.Expires); err == nil && t.After(from) {
+			if t, ok := l.ExpiresAt(); ok && t.After(from) {
 				from = t
 			}
 		}

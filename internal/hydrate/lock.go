@@ -14,7 +14,6 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
-	"sluice.dev/sluice/internal/source"
 )
 
 // ErrNotLocked says a folder holds no takeover lock of the owner named.
@@ -29,14 +28,9 @@ func ExtendLock(ctx context.Context, ms config.ManifestSync, o Options, owner st
 	if d.Mode == v1alpha1.ModeBranch {
 		return "", fmt.Errorf("%s writes review branches: its folders hold no lock", ms.Name)
 	}
-	loc, err := source.ParseLocation(d.Repo, ms.Origin.Dir)
+	repo, err := openDestinationRepo(ctx, ms, o)
 	if err != nil {
-		return "", fmt.Errorf("spec.destination.repo: %w", err)
-	}
-	_, creds := o.credentials(ms)
-	repo, err := o.Cache.Open(ctx, loc, source.OpenOptions{Credentials: creds})
-	if err != nil {
-		return "", fmt.Errorf("opening destination: %w", err)
+		return "", err
 	}
 	folder := strings.Trim(path.Clean(d.Path), "/")
 	expires := until.UTC().Format(time.RFC3339)

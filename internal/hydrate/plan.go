@@ -303,8 +303,7 @@ func (r *runner) lockOf(prev *v1alpha1.Provenance) *v1alpha1.Takeover {
 		return nil
 	}
 	lock := prev.Takeover
-	expires, err := time.Parse(time.RFC3339, lock.Expires)
-	if err == nil && !r.o.Now().Before(expires) {
+	if !lock.Holds(r.o.Now()) {
 		return nil
 	}
 	switch {

@@ -14,7 +14,6 @@ import (
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/forge"
-	"sluice.dev/sluice/internal/source"
 )
 
 // isProposal says a sync proposes its changes by pull request.
@@ -251,14 +250,9 @@ func execute(name, text string, data prData) (string, error) {
 // mode that too waits for review.
 func Withdraw(ctx context.Context, ms config.ManifestSync, o Options) (*v1alpha1.PullRequestStatus, error) {
 	d := ms.Spec.Destination
-	loc, err := source.ParseLocation(d.Repo, ms.Origin.Dir)
+	repo, err := openDestinationRepo(ctx, ms, o)
 	if err != nil {
-		return nil, fmt.Errorf("spec.destination.repo: %w", err)
-	}
-	_, creds := o.credentials(ms)
-	repo, err := o.Cache.Open(ctx, loc, source.OpenOptions{Credentials: creds})
-	if err != nil {
-		return nil, fmt.Errorf("opening destination: %w", err)
+		return nil, err
 	}
 	r := &runner{o: o}
 	first := &plan{ms: ms, dstRepo: repo, dstPath: d.Path}

@@ -145,11 +145,7 @@ func (p *Previewer) gitCredentials(ctx context.Context, s *credentials.Secrets, 
 	if src, err = s.Git(ctx, obj.Namespace, spec.Source.SecretRef); err != nil {
 		return nil, nil, err
 	}
-	ref := spec.Destination.SecretRef
-	if ref == nil && (spec.Destination.Repo == "" || spec.Destination.Repo == spec.Source.Repo) {
-		ref = spec.Source.SecretRef
-	}
-	if dst, err = s.Git(ctx, obj.Namespace, ref); err != nil {
+	if dst, err = s.Git(ctx, obj.Namespace, spec.DestinationSecretRef()); err != nil {
 		return nil, nil, err
 	}
 	return src, dst, nil
