@@ -58,10 +58,10 @@ func (e *engines) registry(identity string, kc authn.Keychain) *regClient {
 	now := time.Now()
 	c, ok := e.clients[identity]
 	if !ok {
-		opts := []registry.Option{registry.WithLimiter(e.limiter), registry.WithInsecure(e.insecure...)}
-		if kc != nil {
-			opts = append(opts, registry.WithKeychain(kc))
+		if kc == nil {
+			kc = authn.NewMultiKeychain() // anonymous: never the controller's own docker config
 		}
+		opts := []registry.Option{registry.WithLimiter(e.limiter), registry.WithInsecure(e.insecure...), registry.WithKeychain(kc)}
 		reg := registry.New(opts...)
 		c = &regClient{reg: reg, charts: &render.Charts{Registry: reg, CacheDir: e.chartDir}, used: now}
 		e.clients[identity] = c

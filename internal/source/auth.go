@@ -16,8 +16,9 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// Auth holds git credentials. Its zero value means anonymous https and
-// ssh through the agent, host keys checked against ~/.ssh/known_hosts.
+// Auth holds git credentials. Its zero value is anonymous: https without
+// credentials, and no ssh at all (ssh needs an identity and the host keys
+// to check, given here or, with Ambient, this machine's own).
 type Auth struct {
 	// Username and Password (or a token as Password) for https. They are
 	// sent only to the Hosts, as a git credential helper answers only for
@@ -26,9 +27,12 @@ type Auth struct {
 	// remote kustomize base, say) does not get them.
 	Username string
 	Password string
-	// Hosts are the hosts ("git.example.com", or "host:port" for one port)
-	// Username and Password are for. A Cache adds the hosts of the
-	// repositories its caller trusts (Cache.Trust).
+	// Hosts are where Username and Password are for: a host
+	// ("git.example.com", any port), "host:port" (that port), or an
+	// origin ("https://git.example.com:443": that scheme, host and port
+	// only). A Cache adds the origins of the repositories its caller
+	// trusts (Cache.Trust), and a resource's Secret is for the origin of
+	// the repository it names it for (Trusting).
 	Hosts []string
 	// SSHKeyFile is a private key for ssh; without it (or SSHKey) the ssh
 	// agent is used.
@@ -42,6 +46,12 @@ type Auth struct {
 	// KnownHostsData, when set, checks ssh host keys instead of files (a
 	// Secret's known_hosts).
 	KnownHostsData []byte
+	// Ambient lets ssh use what this machine's user has: the ssh agent
+	// when no key is given, and ~/.ssh/known_hosts when no host keys are.
+	// The command line's credentials are a person's and have it
+	// (AuthFromEnv); a controller's never do: what a resource names no
+	// Secret for gets nothing of the controller's own.
+	Ambient bool
 }
 
 // AuthFromEnv reads credentials from the environment:
@@ -56,6 +66,7 @@ func AuthFromEnv(getenv func(string) string) Auth {
 		Password:         getenv("SLUICE_GIT_PASSWORD"),
 		SSHKeyFile:       getenv("SLUICE_SSH_KEY"),
 		SSHKeyPassphrase: getenv("SLUICE_SSH_KEY_PASSPHRASE"),
+		Ambient:          true,
 	}
 	if tok := getenv("SLUICE_GIT_TOKEN"); tok != "" {
 		a.Password = tok
@@ -75,12 +86,13 @@ func AuthFromEnv(getenv func(string) string) Auth {
 }
 
 // Trusting returns a copy of a that also sends its credentials to the
-// hosts of these repository URLs (local paths name no host).
+// origins (scheme, host and port) of these repository URLs (local paths
+// have none).
 func (a Auth) Trusting(urls ...string) Auth {
 	a.Hosts = append([]string(nil), a.Hosts...)
 	for _, u := range urls {
-		if h := HostOf(u); h != "" {
-			a.Hosts = append(a.Hosts, h)
+		if loc, err := ParseLocation(u, "/"); err == nil && !loc.IsLocal() {
+			a.Hosts = append(a.Hosts, loc.Origin())
 		}
 	}
 	return a
@@ -99,16 +111,22 @@ func HostOf(rawURL string) string {
 	return strings.ToLower(u.Host)
 }
 
-// scoped reports whether credentials for hosts may go to u: its host (with
-// or without its port) is one of them, and the connection is encrypted or
-// stays on this machine.
+// scoped reports whether credentials for hosts may go to u: its origin,
+// or its host (with or without its port), is one of them, and the
+// connection is encrypted or stays on this machine.
 func scoped(hosts []string, u *url.URL) bool {
 	if u.Scheme == "http" && !loopback(u.Hostname()) {
 		return false
 	}
-	host, name := strings.ToLower(u.Host), strings.ToLower(u.Hostname())
+	host, name, origin := strings.ToLower(u.Host), strings.ToLower(u.Hostname()), OriginOf(u.String())
 	for _, h := range hosts {
 		h = strings.ToLower(h)
+		if strings.Contains(h, "://") {
+			if h == origin {
+				return true
+			}
+			continue
+		}
 		if h == host || h == name {
 			return true
 		}
@@ -217,13 +235,22 @@ func (a Auth) method(rawURL string) (transport.AuthMethod, string, error) {
 		if u.User != nil {
 			user = u.User.Username()
 		}
+		if a.SSHKey != nil && !a.Ambient && !scoped(a.Hosts, u) {
+			return nil, "", fmt.Errorf("%s: the ssh identity given is for %s, not this host", Redact(rawURL), strings.Join(a.Hosts, ", "))
+		}
+		if a.SSHKey == nil && a.SSHKeyFile == "" && !a.Ambient {
+			return nil, "", fmt.Errorf("%s: ssh needs credentials: a Secret with identity and known_hosts (nothing of the controller's own is used)", Redact(rawURL))
+		}
 		var hostKeys ssh.HostKeyCallback
-		if a.KnownHostsData != nil {
+		files := a.KnownHosts
+		switch {
+		case a.KnownHostsData != nil:
 			if hostKeys, err = knownHosts(a.KnownHostsData); err != nil {
 				return nil, "", fmt.Errorf("ssh known_hosts: %w", err)
 			}
-		} else {
-			files := a.KnownHosts
+		case len(files) == 0 && !a.Ambient:
+			return nil, "", fmt.Errorf("%s: ssh needs the host keys to check: known_hosts beside the identity", Redact(rawURL))
+		default:
 			if len(files) == 0 {
 				if home, err := os.UserHomeDir(); err == nil {
 					files = []string{filepath.Join(home, ".ssh", "known_hosts")}

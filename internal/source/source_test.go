@@ -453,3 +453,49 @@ func TestCredentialsGoOnlyToTheirHostAndNeverToDisk(t *testing.T) {
 		t.Errorf("plain http: %v", err)
 	}
 }
+
+// TestNoCredentialsMeansNothingOfTheMachines: credentials that name no
+// ssh identity (a controller's sync without a Secret) use neither the
+// ssh agent nor ~/.ssh/known_hosts, though both would let the clone
+// through; a person's credentials from the environment do.
+func TestNoCredentialsMeansNothingOfTheMachines(t *testing.T) {
+	srv := testenv.NewGitServer(t)
+	srv.CreateRepo(t, "app")
+	sshd := testenv.NewSSHGitServer(t, srv.Root)
+	w := testenv.NewWork(t, srv.URL("app"))
+	w.Write(map[string]string{"a": "1\n"}).Commit("one")
+	w.Push("main")
+	agent := testenv.NewSSHAgent(t, sshd.KeyFile)
+	home := t.TempDir()
+	known, _ := os.ReadFile(sshd.KnownHosts)
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), known, 0o600)
+	t.Setenv("HOME", home)
+	t.Setenv("SSH_AUTH_SOCK", agent.Sock)
+	ctx := context.Background()
+	loc := mustLoc(t, sshd.URL("app"))
+
+	_, err := NewCache(t.TempDir()).Open(ctx, loc, OpenOptions{Credentials: &Credentials{Scope: "anonymous"}})
+	if err == nil || !strings.Contains(err.Error(), "ssh needs credentials") {
+		t.Errorf("no Secret: %v, want ssh refused", err)
+	}
+	if _, err := NewCache(t.TempDir()).Open(ctx, loc, OpenOptions{}); err == nil {
+		t.Error("a Cache without credentials reached the ssh server")
+	}
+	if n := agent.Connections(); n != 0 {
+		t.Errorf("the ssh agent was asked %d times", n)
+	}
+	key, _ := os.ReadFile(sshd.KeyFile)
+	_, err = NewCache(t.TempDir()).Open(ctx, loc, OpenOptions{Credentials: &Credentials{Auth: Auth{SSHKey: key}, Scope: "ns/id-only"}})
+	if err == nil || !strings.Contains(err.Error(), "known_hosts beside the identity") {
+		t.Errorf("an identity without known_hosts: %v, want ~/.ssh/known_hosts left unread", err)
+	}
+
+	// A person's credentials do use them.
+	if _, err := NewCache(t.TempDir(), WithAuth(AuthFromEnv(os.Getenv))).Open(ctx, loc, OpenOptions{}); err != nil {
+		t.Fatalf("through the agent and ~/.ssh/known_hosts: %v", err)
+	}
+	if agent.Connections() == 0 {
+		t.Error("the person's clone did not use the agent")
+	}
+}

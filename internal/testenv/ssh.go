@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 )
 
 // SSHGitServer serves the bare repositories of a GitServer over ssh,
@@ -124,4 +126,59 @@ func serveSSH(conn net.Conn, cfg *ssh.ServerConfig, root string) {
 			}
 		}()
 	}
+}
+
+// SSHAgent is an ssh agent on a unix socket holding one key, counting the
+// connections made to it.
+type SSHAgent struct {
+	// Sock is the socket's path, for SSH_AUTH_SOCK.
+	Sock  string
+	mu    sync.Mutex
+	conns int
+}
+
+// NewSSHAgent serves an agent holding the private key in keyFile.
+func NewSSHAgent(t TB, keyFile string) *SSHAgent {
+	t.Helper()
+	pem, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	key, err := ssh.ParseRawPrivateKey(pem)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	keyring := agent.NewKeyring()
+	if err := keyring.Add(agent.AddedKey{PrivateKey: key}); err != nil {
+		t.Fatalf("%v", err)
+	}
+	a := &SSHAgent{Sock: filepath.Join(t.TempDir(), "agent.sock")}
+	ln, err := net.Listen("unix", a.Sock)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			a.mu.Lock()
+			a.conns++
+			a.mu.Unlock()
+			go func() {
+				defer conn.Close()
+				agent.ServeAgent(keyring, conn)
+			}()
+		}
+	}()
+	return a
+}
+
+// Connections is how many times the agent was asked.
+func (a *SSHAgent) Connections() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.conns
 }
