@@ -40,8 +40,14 @@ type RepoConfigSpec struct {
 	Repo string `json:"repo"`
 	Ref  string `json:"ref,omitempty"`
 	// SecretRef names a Secret with the repository's credentials, as a
-	// ManifestSync's source does. The resources found use their own.
+	// ManifestSync's source does. It reads this repository only: the
+	// resources found get what Credentials lends them.
 	SecretRef *SecretRef `json:"secretRef,omitempty"`
+	// Credentials are the Secrets of the RepoConfig's namespace that the
+	// resources found may use, each for one URL: whoever writes to the
+	// repository chooses neither which Secret the controller sends nor
+	// where. A resource found that names a Secret itself is refused.
+	Credentials FoundCredentials `json:"credentials,omitempty"`
 	// Interval is how often the controller reconciles (default 5m).
 	// +kubebuilder:default="5m"
 	Interval *metav1.Duration `json:"interval,omitempty"`
@@ -61,6 +67,45 @@ type RepoConfigSpec struct {
 	// otherwise run commands here. Only the RepoConfig (or a flag) can
 	// allow it, never the repository's own files.
 	AllowBuilders bool `json:"allowBuilders,omitempty"`
+	// AllowPullRequestTemplates lets the ManifestSyncs found set their
+	// pull request's title and body templates. Without it, one that sets
+	// them is refused and the defaults are used by the others: a template
+	// runs in the controller (bounded in output and time).
+	AllowPullRequestTemplates bool `json:"allowPullRequestTemplates,omitempty"`
+}
+
+// FoundCredentials lend Secrets to the resources a RepoConfig finds, by
+// where they are sent.
+type FoundCredentials struct {
+	// Git lends git credentials Secrets (as a ManifestSync's source reads
+	// them) to the sources and destinations found at one URL.
+	Git []GitCredential `json:"git,omitempty"`
+	// Registries lend kubernetes.io/dockerconfigjson Secrets, for image
+	// look-ups and pushes, to one registry host each.
+	Registries []RegistryCredential `json:"registries,omitempty"`
+}
+
+// GitCredential lends one git credentials Secret to the repositories of
+// one URL.
+type GitCredential struct {
+	// URL is the scheme, host and port the Secret is sent to
+	// ("https://git.example.com", "ssh://git.example.com:2222"): every
+	// repository found there reads and writes with it, and nothing else
+	// gets it. A path, if given, is ignored.
+	URL string `json:"url"`
+	// SecretRef names the Secret, in the RepoConfig's namespace.
+	SecretRef SecretRef `json:"secretRef"`
+}
+
+// RegistryCredential lends one dockerconfigjson Secret's entry for one
+// registry host.
+type RegistryCredential struct {
+	// Host is the registry ("registry.example.com", "host:5000"): its
+	// entry in the Secret's auths is what the resources found use, and
+	// only there.
+	Host string `json:"host"`
+	// SecretRef names the Secret, in the RepoConfig's namespace.
+	SecretRef SecretRef `json:"secretRef"`
 }
 
 // Overrides transform resources before they are reconciled.

@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"net/url"
+	"strings"
+
 	"github.com/bmatcuk/doublestar/v4"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -25,6 +28,37 @@ func (r *RepoConfig) Validate() field.ErrorList {
 		}
 	}
 	errs = append(errs, s.Overrides.Validate(p.Child("overrides"))...)
+	errs = append(errs, s.Credentials.validate(p.Child("credentials"))...)
+	return errs
+}
+
+// validate checks what a RepoConfig lends.
+func (c FoundCredentials) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, g := range c.Git {
+		gp := p.Child("git").Index(i)
+		u, err := url.Parse(g.URL)
+		switch {
+		case g.URL == "":
+			errs = append(errs, field.Required(gp.Child("url"), `where the Secret is sent: "https://git.example.com"`))
+		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "ssh"):
+			errs = append(errs, field.Invalid(gp.Child("url"), g.URL, "an https://, http:// or ssh:// URL naming the host (and port)"))
+		case u.User != nil:
+			errs = append(errs, field.Invalid(gp.Child("url"), g.URL, "credentials belong in the Secret, not the URL"))
+		}
+		if g.SecretRef.Name == "" {
+			errs = append(errs, field.Required(gp.Child("secretRef", "name"), "the Secret lent"))
+		}
+	}
+	for i, r := range c.Registries {
+		rp := p.Child("registries").Index(i)
+		if r.Host == "" || strings.ContainsAny(r.Host, "/ ") {
+			errs = append(errs, field.Invalid(rp.Child("host"), r.Host, `a registry host ("registry.example.com", "host:5000")`))
+		}
+		if r.SecretRef.Name == "" {
+			errs = append(errs, field.Required(rp.Child("secretRef", "name"), "the Secret lent"))
+		}
+	}
 	return errs
 }
 

@@ -19,15 +19,15 @@ import (
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/registry"
-	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/repoconfig"
 	"sluice.dev/sluice/internal/source"
 )
 
 // RepoConfigReconciler reconciles RepoConfigs: the Images and
 // ManifestSyncs found in a repository, built and hydrated as `sluice
-// hydrate` does with the RepoConfig's file, each with the Secrets of the
-// RepoConfig's namespace it names.
+// hydrate` does with the RepoConfig's file, each with the Secrets the
+// RepoConfig lends for where it sends them (spec.credentials), never one
+// it names itself.
 type RepoConfigReconciler struct {
 	client.Client
 	secrets       *credentials.Secrets
@@ -148,55 +148,51 @@ func (r *RepoConfigReconciler) reconcile(ctx context.Context, obj *v1alpha1.Repo
 	if err != nil {
 		return nil, err
 	}
-	// What was found is of this namespace: its Secrets, its provenance.
+	// What was found is of this namespace (its provenance says so), and
+	// gets what the RepoConfig lends, by where it is sent.
+	lender := r.secrets.Lender(obj.Namespace, rc.Spec.Credentials)
+	kc, id, err := lender.Registry(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("spec.credentials.registries: %w", err)
+	}
+	reg := r.engines.registry(id, kc)
 	type syncCreds struct {
 		src, dst *source.Credentials
-		reg      *regClient
 	}
 	syncs := map[*v1alpha1.ManifestSync]syncCreds{}
 	for i := range loaded.Set.ManifestSyncs {
 		ms := loaded.Set.ManifestSyncs[i]
 		ms.Namespace = obj.Namespace
-		j := &job{ms: ms}
-		if _, err := (&ManifestSyncReconciler{secrets: r.secrets, engines: r.engines}).credentials(ctx, ms.ManifestSync, j); err != nil {
-			return nil, fmt.Errorf("ManifestSync %s: %w", ms.Name, err)
+		var c syncCreds
+		if c.src, err = lender.Git(ctx, ms.Spec.Source.Repo); err == nil {
+			c.dst, err = lender.Git(ctx, ms.Spec.Destination.Repo)
 		}
-		syncs[ms.ManifestSync] = syncCreds{j.src, j.dst, j.reg}
+		if err != nil {
+			return nil, fmt.Errorf("ManifestSync %s: spec.credentials: %w", ms.Name, err)
+		}
+		syncs[ms.ManifestSync] = c
 	}
 	images := map[*v1alpha1.Image][]*source.Credentials{}
-	imageRegs := map[*v1alpha1.Image]*regClient{}
 	for _, img := range loaded.Set.Images {
 		img.Namespace = obj.Namespace
 		for _, s := range img.Spec.Source {
-			c, err := r.secrets.Git(ctx, obj.Namespace, s.SecretRef)
+			c, err := lender.Git(ctx, s.Repo)
 			if err != nil {
-				return nil, fmt.Errorf("Image %s: %w", img.Name, err)
+				return nil, fmt.Errorf("Image %s: spec.credentials: %w", img.Name, err)
 			}
 			images[img.Image] = append(images[img.Image], c)
 		}
-		kc, id, err := r.secrets.Registry(ctx, obj.Namespace, img.Spec.RegistrySecretRef)
-		if err != nil {
-			return nil, fmt.Errorf("Image %s: %w", img.Name, err)
-		}
-		imageRegs[img.Image] = r.engines.registry(id, kc)
 	}
 	h := r.base
 	h.Credentials = func(ms config.ManifestSync) (*source.Credentials, *source.Credentials) {
 		c := syncs[ms.ManifestSync]
 		return c.src, c.dst
 	}
-	h.RegistryFor = func(ms config.ManifestSync) *registry.Client { return syncs[ms.ManifestSync].reg.reg }
-	h.ChartsFor = func(ms config.ManifestSync) *render.Charts { return syncs[ms.ManifestSync].reg.charts }
-	anon := r.engines.registry("anonymous", nil).reg
+	h.Registry, h.Charts = reg.reg, reg.charts
 	// A found Image runs its builder only where both the controller
 	// (--allow-builders) and its RepoConfig (spec.allowBuilders) allow it.
-	b := &build.Builder{Cache: r.engines.cache, Registry: anon, Jobs: 2,
+	b := &build.Builder{Cache: r.engines.cache, Registry: reg.reg, Jobs: 2,
 		Credentials: func(img config.Image, i int) *source.Credentials { return images[img.Image][i] }}
-	b.RegistryFor = func(img config.Image) *build.Builder {
-		ib := *b
-		ib.Registry, ib.RegistryFor = imageRegs[img.Image].reg, nil
-		return &ib
-	}
 	return repoconfig.Reconcile(ctx, loaded, repoconfig.Options{Hydrate: h, Builder: b})
 }
 

@@ -116,17 +116,26 @@ func (s *Secrets) Registry(ctx context.Context, namespace string, ref *v1alpha1.
 	if err != nil {
 		return nil, "", err
 	}
-	data, ok := sec.Data[corev1.DockerConfigJsonKey]
+	kc, err := readDockerConfig(namespace, ref.Name, sec.Data)
+	if err != nil {
+		return nil, "", err
+	}
+	return kc, fmt.Sprintf("%s/%s@%s", namespace, ref.Name, sec.ResourceVersion), nil
+}
+
+// readDockerConfig reads a kubernetes.io/dockerconfigjson Secret's auths.
+func readDockerConfig(namespace, name string, data map[string][]byte) (dockerConfig, error) {
+	raw, ok := data[corev1.DockerConfigJsonKey]
 	if !ok {
-		return nil, "", fmt.Errorf("Secret %s/%s: no %s: a registry Secret is of type %s", namespace, ref.Name, corev1.DockerConfigJsonKey, corev1.SecretTypeDockerConfigJson)
+		return nil, fmt.Errorf("Secret %s/%s: no %s: a registry Secret is of type %s", namespace, name, corev1.DockerConfigJsonKey, corev1.SecretTypeDockerConfigJson)
 	}
 	var cfg struct {
 		Auths map[string]authn.AuthConfig `json:"auths"`
 	}
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return nil, "", fmt.Errorf("Secret %s/%s: %s: %w", namespace, ref.Name, corev1.DockerConfigJsonKey, err)
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("Secret %s/%s: %s: %w", namespace, name, corev1.DockerConfigJsonKey, err)
 	}
-	return dockerConfig(cfg.Auths), fmt.Sprintf("%s/%s@%s", namespace, ref.Name, sec.ResourceVersion), nil
+	return dockerConfig(cfg.Auths), nil
 }
 
 // dockerConfig is a keychain of a docker config's auths, by registry
@@ -134,13 +143,20 @@ func (s *Secrets) Registry(ctx context.Context, namespace string, ref *v1alpha1.
 type dockerConfig map[string]authn.AuthConfig
 
 func (d dockerConfig) Resolve(r authn.Resource) (authn.Authenticator, error) {
-	host := r.RegistryStr()
+	if v, ok := d.entry(r.RegistryStr()); ok {
+		return authn.FromConfig(v), nil
+	}
+	return authn.Anonymous, nil
+}
+
+// entry is the auths entry for a registry host.
+func (d dockerConfig) entry(host string) (authn.AuthConfig, bool) {
 	for k, v := range d {
 		k = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(k, "https://"), "http://"), "/")
 		k, _, _ = strings.Cut(k, "/")
-		if k == host || host == "index.docker.io" && k == "index.docker.io" {
-			return authn.FromConfig(v), nil
+		if strings.EqualFold(k, host) {
+			return v, true
 		}
 	}
-	return authn.Anonymous, nil
+	return authn.AuthConfig{}, false
 }

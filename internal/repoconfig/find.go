@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/source"
@@ -219,11 +220,29 @@ func displayName(src *source.Opened, name string) string {
 // foundSync settles what a ManifestSync found in src may name. Its
 // source and destination are its own repository (a relative path: that
 // repository, at the commit read) or remote ones; a destination it leaves
-// out is its own repository, not the directory Sluice runs in.
+// out is its own repository, not the directory Sluice runs in. It names
+// no Secret (its RepoConfig lends them, by URL), and sets no pull request
+// template unless its RepoConfig allows it.
 func foundSync(src *source.Opened, rc config.RepoConfig, ms *config.ManifestSync) error {
 	mark(src, rc, &ms.Origin)
 	fail := func(field string, err error) error {
 		return &config.Error{File: ms.Origin.File, Line: ms.Origin.LineOf(field), Kind: ms.Kind, Name: ms.Name, Field: field, Msg: err.Error()}
+	}
+	spec := ms.Spec
+	for _, named := range []struct {
+		field string
+		ref   *v1alpha1.SecretRef
+	}{{"spec.source.secretRef", spec.Source.SecretRef}, {"spec.destination.secretRef", spec.Destination.SecretRef}, {"spec.registrySecretRef", spec.RegistrySecretRef}} {
+		if named.ref != nil {
+			return fail(named.field, ownSecret(rc))
+		}
+	}
+	if pr := spec.Destination.PullRequest; pr != nil && (pr.Title != "" || pr.Body != "") && !rc.Spec.AllowPullRequestTemplates {
+		field := "spec.destination.pullRequest.title"
+		if pr.Title == "" {
+			field = "spec.destination.pullRequest.body"
+		}
+		return fail(field, fmt.Errorf("a ManifestSync found by RepoConfig %s sets no pull request template unless the RepoConfig says allowPullRequestTemplates: true", rc.Name))
 	}
 	if err := ownRepo(src, &ms.Origin, &ms.Spec.Source.Repo, &ms.Spec.Source.Ref); err != nil {
 		return fail("spec.source.repo", err)
@@ -242,6 +261,17 @@ func foundSync(src *source.Opened, rc config.RepoConfig, ms *config.ManifestSync
 // foundImage settles what an Image found in src may name, as foundSync.
 func foundImage(src *source.Opened, rc config.RepoConfig, img *config.Image) error {
 	mark(src, rc, &img.Origin)
+	fail := func(field string, err error) error {
+		return &config.Error{File: img.Origin.File, Line: img.Origin.LineOf(field), Kind: img.Kind, Name: img.Name, Field: field, Msg: err.Error()}
+	}
+	if img.Spec.RegistrySecretRef != nil {
+		return fail("spec.registrySecretRef", ownSecret(rc))
+	}
+	for j, s := range img.Spec.Source {
+		if s.SecretRef != nil {
+			return fail(fmt.Sprintf("spec.source[%d].secretRef", j), ownSecret(rc))
+		}
+	}
 	for j := range img.Spec.Source {
 		if err := ownRepo(src, &img.Origin, &img.Spec.Source[j].Repo, &img.Spec.Source[j].Ref); err != nil {
 			field := fmt.Sprintf("spec.source[%d].repo", j)
@@ -249,6 +279,11 @@ func foundImage(src *source.Opened, rc config.RepoConfig, img *config.Image) err
 		}
 	}
 	return nil
+}
+
+// ownSecret is why a found resource may not name a Secret.
+func ownSecret(rc config.RepoConfig) error {
+	return fmt.Errorf("a resource found by RepoConfig %s names no Secret: the RepoConfig lends its namespace's Secrets by URL (spec.credentials), and whoever writes to the repository does not choose them", rc.Name)
 }
 
 // mark records where a resource was found, and whether its RepoConfig

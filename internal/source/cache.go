@@ -53,13 +53,7 @@ func WithAuth(a Auth) Option { return func(c *Cache) { c.creds.auth = a } }
 // kustomize base, a ManifestSync found by a RepoConfig) is not trusted by
 // being named.
 func (c *Cache) Trust(urls ...string) {
-	var hosts []string
-	for _, u := range urls {
-		if h := HostOf(u); h != "" {
-			hosts = append(hosts, h)
-		}
-	}
-	c.creds.trust(hosts...)
+	c.creds.trust(Auth{}.Trusting(urls...).Hosts...)
 }
 
 // WithFetchHook calls f when a clone is about to fetch new commits, the

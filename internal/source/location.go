@@ -2,6 +2,7 @@ package source
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -140,3 +141,30 @@ func Redact(s string) string {
 }
 
 var userinfo = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^/@\s]+@`)
+
+// Origin is where a remote is reached: scheme, host and port, the port
+// always written ("https://git.example.com:443", "ssh://host:22"); "" for
+// a local location. Credentials given for one origin go to no other.
+func (l Location) Origin() string {
+	if l.IsLocal() {
+		return ""
+	}
+	return OriginOf(l.URL)
+}
+
+// OriginOf is the origin of a URL ("" when it names no host).
+func OriginOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		port = defaultPorts[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// defaultPorts are the ports a URL without one reaches.
+var defaultPorts = map[string]string{"https": "443", "http": "80", "ssh": "22", "git": "9418"}

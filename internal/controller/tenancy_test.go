@@ -1,0 +1,201 @@
+package controller
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/credentials"
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// attacker is a git server of someone who can push to a team's
+// repository, recording every credential sent to it.
+type attacker struct {
+	git  *testenv.GitServer
+	mu   sync.Mutex
+	auth []string
+}
+
+func newAttacker(t *testing.T) *attacker {
+	a := &attacker{}
+	a.git = testenv.NewGitServer(t, testenv.WithHook(func(r *http.Request) {
+		if h := r.Header.Get("Authorization"); h != "" {
+			a.mu.Lock()
+			a.auth = append(a.auth, h)
+			a.mu.Unlock()
+		}
+	}))
+	url := a.git.CreateRepo(t, "loot")
+	w := testenv.NewWork(t, url)
+	w.Write(map[string]string{"deploy/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: loot}\n"}).Commit("bait")
+	w.Push("main")
+	return a
+}
+
+func (a *attacker) received() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.auth...)
+}
+
+// repoConfigReady waits until a RepoConfig settled on its generation and
+// last reconcile request, with Ready as want.
+func (e *env) repoConfigReady(rc client.Object, want metav1.ConditionStatus, d time.Duration) *v1alpha1.RepoConfig {
+	e.t.Helper()
+	var obj *v1alpha1.RepoConfig
+	e.eventually(d, func() string {
+		obj = &v1alpha1.RepoConfig{}
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(rc), obj); err != nil {
+			return err.Error()
+		}
+		c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Status != want || obj.Status.ObservedGeneration != obj.Generation ||
+			obj.Status.LastHandledReconcileAt != obj.Annotations[v1alpha1.ReconcileRequestAnnotation] {
+			return "RepoConfig not settled: " + condString(c)
+		}
+		return ""
+	})
+	return obj
+}
+
+// TestFoundResourcesGetOnlyWhatTheRepoConfigLends, as an attacker who can
+// push to one team's repository: a ManifestSync found there that names
+// one of the namespace's Secrets and a source on the attacker's host is
+// refused, naming the file and field; one that names none gets nothing
+// on the attacker's host; the Secret the RepoConfig lends for the team's
+// own git host reads the private repository, and only there.
+func TestFoundResourcesGetOnlyWhatTheRepoConfigLends(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, "bot", "t0ken-value")
+	evil := newAttacker(t)
+	e.start()
+	ctx := context.Background()
+	if err := e.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "git", Namespace: e.ns},
+		StringData: map[string]string{"username": "bot", "password": "t0ken-value"}}); err != nil {
+		t.Fatal(err)
+	}
+	found := func(yaml string) {
+		e.app.Write(map[string]string{".sluice/found.yaml": strings.ReplaceAll(e.expand(yaml, ""), "EVIL", evil.git.URL("loot"))}).Commit("found")
+		e.app.Push("main")
+	}
+	found(`apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: steal}
+spec:
+  source: {repo: EVIL, path: deploy, secretRef: {name: git}}
+  destination: {repo: EVIL, branch: main, path: out}
+`)
+	rc := e.apply(`apiVersion: sluice.dev/v1alpha1
+kind: RepoConfig
+metadata: {name: app}
+spec:
+  repo: APP
+  secretRef: {name: git}
+  globs: [".sluice/*.yaml"]
+  interval: 1h
+  credentials:
+    git:
+    - url: APP
+      secretRef: {name: git}
+`)
+	obj := e.repoConfigReady(rc, metav1.ConditionFalse, 30*time.Second)
+	c := meta.FindStatusCondition(obj.Status.Conditions, v1alpha1.ConditionReady)
+	if !strings.Contains(c.Message, "found.yaml") || !strings.Contains(c.Message, "spec.source.secretRef") || !strings.Contains(c.Message, "names no Secret") {
+		t.Fatalf("a found sync naming a Secret: %q", c.Message)
+	}
+	if got := evil.received(); len(got) > 0 {
+		t.Fatalf("the attacker received credentials: %q", got)
+	}
+
+	// No Secret named: the attacker's host gets none, the team's own
+	// private repository is read with the Secret lent for its host.
+	found(`apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: steal}
+spec:
+  source: {repo: EVIL, path: deploy}
+  destination: {repo: DST, branch: env/found, path: apps/loot}
+---
+apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: web}
+spec:
+  source: {repo: ., path: deploy/web}
+  images: [{name: REG/team/app}]
+  destination: {repo: DST, branch: env/found, path: apps/web}
+`)
+	e.requestReconcile(obj, "again")
+	obj = e.repoConfigReady(rc, metav1.ConditionTrue, 30*time.Second)
+	results := map[string]string{}
+	for _, s := range obj.Status.ManifestSyncs {
+		results[s.Name] = s.Result + " " + s.Error
+	}
+	if !strings.HasPrefix(results["web"], "committed") || !strings.HasPrefix(results["steal"], "committed") {
+		t.Fatalf("found syncs: %v", results)
+	}
+	if got := evil.received(); len(got) > 0 {
+		t.Fatalf("the attacker received credentials: %q", got)
+	}
+	tree := e.dst("ls-tree", "-r", "--name-only", "env/found")
+	if !strings.Contains(tree, "apps/web/deployment-web.yaml") {
+		t.Fatalf("the team's sync was not hydrated with the lent Secret:\n%s", tree)
+	}
+}
+
+// TestALentRegistrySecretAnswersOnlyForItsHost: a dockerconfigjson
+// Secret lent for one registry gives found resources that registry's
+// entry only, though it holds others.
+func TestALentRegistrySecretAnswersOnlyForItsHost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	cfg := `{"auths":{"registry.team.example":{"username":"team","password":"team-pw"},"registry.other.example":{"username":"other","password":"other-pw"}}}`
+	if err := e.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: e.ns}, Type: corev1.SecretTypeDockerConfigJson,
+		StringData: map[string]string{corev1.DockerConfigJsonKey: cfg}}); err != nil {
+		t.Fatal(err)
+	}
+	lender := credentials.NewSecrets(e.c).Lender(e.ns, v1alpha1.FoundCredentials{
+		Registries: []v1alpha1.RegistryCredential{{Host: "registry.team.example", SecretRef: v1alpha1.SecretRef{Name: "regcred"}}},
+	})
+	kc, id, err := lender.Registry(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(id, "regcred") {
+		t.Errorf("identity %q does not name the Secret", id)
+	}
+	for host, want := range map[string]string{"registry.team.example": "team", "registry.other.example": "", "evil.example": ""} {
+		reg, err := name.NewRegistry(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := kc.Resolve(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.Authorization()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Username != want {
+			t.Errorf("%s gets user %q, want %q", host, got.Username, want)
+		}
+	}
+	bad := credentials.NewSecrets(e.c).Lender(e.ns, v1alpha1.FoundCredentials{
+		Registries: []v1alpha1.RegistryCredential{{Host: "registry.missing.example", SecretRef: v1alpha1.SecretRef{Name: "regcred"}}},
+	})
+	if _, _, err := bad.Registry(ctx); err == nil || !strings.Contains(err.Error(), "no auths entry for registry.missing.example") {
+		t.Errorf("a Secret lent for a host it has no entry for: %v", err)
+	}
+}
