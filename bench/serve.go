@@ -281,7 +281,7 @@ func (s *serveBench) run() error {
 	}
 	defer logf.Close()
 	s.ctrl = exec.Command(s.bin, "serve", "--kubeconfig", cl.Kubeconfig, "--cache-dir", filepath.Join(s.work, "ctrl-cache"),
-		"--hook-addr", s.hook, "--metrics-addr", s.metrics, "--health-addr", health)
+		"--hook-addr", s.hook, "--metrics-addr", s.metrics, "--health-addr", health, "--allow-remote-hosts", "127.0.0.1")
 	s.ctrl.Stdout, s.ctrl.Stderr = logf, logf
 	if err := s.ctrl.Start(); err != nil {
 		return err

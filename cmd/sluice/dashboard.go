@@ -43,14 +43,14 @@ own git credentials, as sluice hydrate reads them. Ctrl+C stops it.`,
 			}
 			// The watches' own logs would go to stderr unasked.
 			ctrllog.SetLogger(logr.Discard())
-			cache, _, h, err := eng.engines(s)
+			_, _, h, err := eng.engines(s)
 			if err != nil {
 				return exit(2, err)
 			}
 			// A person's own dashboard reads their repositories with their
 			// own credentials, as sluice hydrate does, and may read local
 			// paths (their disk).
-			pv := &preview.Previewer{Cache: cache, Registry: h.Registry, AllowLocal: true, OwnCredentials: true, Limits: h.Limits}
+			pv := &preview.Previewer{Hydrate: h, AllowLocal: true, OwnCredentials: true}
 			srv, err := dashboard.New(cmd.Context(), cfg, dashboard.Options{Namespace: namespace, ReadOnly: readOnly, Preview: pv})
 			if err != nil {
 				return exit(1, err)

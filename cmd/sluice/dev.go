@@ -88,6 +88,8 @@ func serveDev(ctx context.Context, s Streams, cfg *rest.Config, files []string, 
 	go func() {
 		failed <- controller.Run(ctx, controller.Options{
 			Config: cfg, CacheDir: filepath.Join(dir, "dev-controller"), AllowLocalRepos: true, Insecure: eng.insecure, Limits: lim,
+			// This machine's own: its loopback servers are the point.
+			AllowRemoteHosts: append([]string{"127.0.0.0/8", "::1", "localhost"}, eng.limits.allowRemote...), NoRemoteBases: eng.limits.noRemoteBases,
 			MetricsAddr: "127.0.0.1:0", ProbeAddr: "127.0.0.1:0", HookAddr: "127.0.0.1:0",
 			Log:   slog.New(slog.NewTextHandler(s.Err, &slog.HandlerOptions{Level: slog.LevelInfo})),
 			Ready: func(a controller.Addrs) { ready <- a },

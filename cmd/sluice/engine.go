@@ -12,6 +12,7 @@ import (
 
 	"sluice.dev/sluice/internal/build"
 	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/egress"
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
@@ -69,18 +70,25 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	// the fetch runs.
 	cache := source.NewCache(filepath.Join(dir, "git"), source.WithAuth(source.AuthFromEnv(os.Getenv)), source.WithFetchHook(render.Warm))
 	b := &build.Builder{Cache: cache, Registry: reg, Jobs: e.jobs, Log: s.Err, AllowBuilders: e.allowBuilders}
+	policy, err := e.limits.egress()
+	if err != nil {
+		return nil, nil, hydrate.Options{}, err
+	}
 	h := hydrate.Options{
 		Cache: cache, Registry: reg, Charts: &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
-		StateDir: dir, Limits: lim,
+		StateDir: dir, Limits: lim, Egress: policy, NoRemoteBases: e.limits.noRemoteBases,
 	}
 	return cache, b, h, nil
 }
 
-// limitFlags bound every render (see render.Limits).
+// limitFlags bound every render (see render.Limits), and say where what
+// a source names may be read from.
 type limitFlags struct {
 	fileSize, readSize, outputSize string
 	objects, aliasNodes            int
 	timeout                        time.Duration
+	allowRemote                    []string
+	noRemoteBases                  bool
 }
 
 func (l *limitFlags) add(fl *pflag.FlagSet) {
@@ -91,6 +99,13 @@ func (l *limitFlags) add(fl *pflag.FlagSet) {
 	fl.IntVar(&l.objects, render.FlagObjects[2:], d.Objects, "the most objects one render produces")
 	fl.IntVar(&l.aliasNodes, render.FlagAliasNodes[2:], d.AliasNodes, "the most nodes YAML aliases add to one file")
 	fl.DurationVar(&l.timeout, render.FlagTimeout[2:], d.Timeout, "how long one render may take")
+	fl.StringSliceVar(&l.allowRemote, egress.FlagAllow[2:], nil, "hosts (host, host:port, *.domain), addresses and CIDRs that the remote kustomize bases and files a source names may be read from although private, loopback, link-local or cluster-internal (the hosts of your own files' repositories always may)")
+	fl.BoolVar(&l.noRemoteBases, "no-remote-bases", false, "refuse remote kustomize bases and files: a source must hold what it renders")
+}
+
+// egress is where what sources name may be read from.
+func (l *limitFlags) egress() (*egress.Policy, error) {
+	return egress.New(l.allowRemote)
 }
 
 func quantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
@@ -143,6 +158,10 @@ func (r *renderFlags) options(c *cluster.Client, l *limitFlags) (render.Options,
 	if err != nil {
 		return render.Options{}, err
 	}
+	policy, err := l.egress()
+	if err != nil {
+		return render.Options{}, err
+	}
 	ro := render.Options{
 		Charts:       &render.Charts{Registry: registry.New(registry.WithInsecure(r.insecure...))},
 		Capabilities: render.Capabilities{KubeVersion: r.kubeVersion, APIVersions: r.apiVersions},
@@ -151,7 +170,11 @@ func (r *renderFlags) options(c *cluster.Client, l *limitFlags) (render.Options,
 		Fetch:        render.FetchFiles(nil),
 	}
 	if d, err := source.DefaultDir(); err == nil {
-		ro.Bases = render.GitBases(source.NewCache(d, source.WithAuth(source.AuthFromEnv(os.Getenv))), nil)
+		cache := source.NewCache(d, source.WithAuth(source.AuthFromEnv(os.Getenv)))
+		ro.Bases, ro.Egress = render.GitBases(cache, nil), policy.Allowing(cache.TrustedHosts()...)
+	}
+	if l.noRemoteBases {
+		ro.Bases, ro.Fetch = nil, nil
 	}
 	if c != nil {
 		ro.IncludeCRDs = true // helm install installs a chart's crds/ first

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -178,4 +182,47 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestRemoteFilesOnTheLocalNetworkNeedTheAllowList, as a source's author
+// whose kustomization names a service on the network of whoever
+// hydrates it: refused, and never reached, unless --allow-remote-hosts
+// names it; --no-remote-bases refuses every remote resource.
+func TestRemoteFilesOnTheLocalNetworkNeedTheAllowList(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no second loopback address here: %v", err)
+	}
+	var hits atomic.Int64
+	internal := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: internal}\n")
+	})}
+	go internal.Serve(ln)
+	t.Cleanup(func() { internal.Close() })
+	srv := testenv.NewGitServer(t)
+	app := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, app)
+	w.Write(map[string]string{"k/kustomization.yaml": "resources:\n- http://" + ln.Addr().String() + "/cm.yaml\n"}).Commit("a remote file")
+	w.Push("main")
+	dst := srv.CreateRepo(t, "deploy")
+	syncs := t.TempDir()
+	os.WriteFile(filepath.Join(syncs, "k.yaml"), []byte("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: k}\nspec:\n  source: {repo: "+app+", path: k}\n  destination: {repo: "+dst+", branch: env/dev, path: apps/k}\n"), 0o644)
+	cache := t.TempDir()
+
+	_, stderr, code, _ := sluiceProcess(t, "hydrate", "-f", syncs, "--cache-dir", cache)
+	if code != 1 || !strings.Contains(stderr, "127.0.0.2") || !strings.Contains(stderr, "refused unless --allow-remote-hosts names it") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("the service was reached %d times", hits.Load())
+	}
+	_, stderr, code, _ = sluiceProcess(t, "hydrate", "-f", syncs, "--cache-dir", cache, "--allow-remote-hosts", "127.0.0.2", "--no-remote-bases")
+	if code != 1 || !strings.Contains(stderr, "remote files are refused here (--no-remote-bases)") {
+		t.Fatalf("--no-remote-bases: exit %d:\n%s", code, stderr)
+	}
+	_, stderr, code, _ = sluiceProcess(t, "hydrate", "-f", syncs, "--cache-dir", cache, "--allow-remote-hosts", "127.0.0.2")
+	if code != 0 || hits.Load() != 1 {
+		t.Fatalf("allowed: exit %d, %d requests:\n%s", code, hits.Load(), stderr)
+	}
 }

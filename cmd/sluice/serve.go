@@ -79,6 +79,7 @@ dashboard too, each person as themselves.`,
 			err = controller.Run(cmd.Context(), controller.Options{
 				Config: cfg, CacheDir: filepath.Join(dir, "controller"), Concurrent: f.concurrent, RegistryRPS: f.registryRPS,
 				Insecure: f.engine.insecure, Limits: lim, AllowLocalRepos: f.allowLocal, AllowBuilders: f.allowBuilders,
+				AllowRemoteHosts: f.engine.limits.allowRemote, NoRemoteBases: f.engine.limits.noRemoteBases,
 				WatchLabelSelector: f.selector, LeaderElection: f.leaderElect, LeaderElectionNamespace: f.leaderNS, LeaderElectionID: f.leaderID,
 				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, Log: log,
 				DashboardAddr: f.dashboardAddr, DashboardAuth: f.dashboard, DashboardReadOnly: f.dashReadOnly,

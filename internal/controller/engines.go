@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"sluice.dev/sluice/internal/egress"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/source"
@@ -17,6 +20,7 @@ import (
 // credentials, all of them under one per-host rate limit.
 type engines struct {
 	cache    *source.Cache
+	egress   *egress.Policy
 	limiter  *registry.Limiter
 	insecure []string
 	chartDir string
@@ -35,11 +39,13 @@ type regClient struct {
 	used   time.Time
 }
 
-func newEngines(dir string, rps float64, insecure []string, limits render.Limits) *engines {
+func newEngines(dir string, rps float64, insecure []string, limits render.Limits, policy *egress.Policy) *engines {
 	return &engines{
 		// Clones are fetched per the syncs' intervals (and at once when a
 		// webhook or a person asks): never by the Cache's own age.
-		cache:    source.NewCache(filepath.Join(dir, "git"), source.WithObserver(observeGit), source.WithFetchHook(render.Warm)),
+		cache: source.NewCache(filepath.Join(dir, "git"), source.WithObserver(observeGit), source.WithFetchHook(render.Warm),
+			source.WithEgress(policy)),
+		egress:   policy,
 		limiter:  registry.NewLimiter(rps, observeRegistry),
 		insecure: insecure,
 		chartDir: filepath.Join(dir, "charts"),
@@ -61,9 +67,10 @@ func (e *engines) registry(identity string, kc authn.Keychain) *regClient {
 		if kc == nil {
 			kc = authn.NewMultiKeychain() // anonymous: never the controller's own docker config
 		}
-		opts := []registry.Option{registry.WithLimiter(e.limiter), registry.WithInsecure(e.insecure...), registry.WithKeychain(kc)}
+		opts := []registry.Option{registry.WithLimiter(e.limiter), registry.WithInsecure(e.insecure...), registry.WithKeychain(kc),
+			registry.WithTransport(e.egress.Guard(remote.DefaultTransport.(*http.Transport)))}
 		reg := registry.New(opts...)
-		c = &regClient{reg: reg, charts: &render.Charts{Registry: reg, CacheDir: e.chartDir}, used: now}
+		c = &regClient{reg: reg, charts: &render.Charts{Registry: reg, CacheDir: e.chartDir, HTTP: e.egress.Client()}, used: now}
 		e.clients[identity] = c
 		for id, old := range e.clients {
 			if now.Sub(old.used) > unusedFor {

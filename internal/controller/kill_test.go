@@ -40,7 +40,7 @@ func child() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	err = Run(ctx, Options{Config: cfg, CacheDir: o.CacheDir, WatchLabelSelector: o.Selector, MetricsAddr: "0", ProbeAddr: "0", HookAddr: "0",
+	err = Run(ctx, Options{Config: cfg, CacheDir: o.CacheDir, WatchLabelSelector: o.Selector, MetricsAddr: "0", ProbeAddr: "0", HookAddr: "0", AllowRemoteHosts: []string{"127.0.0.1"},
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		return 1

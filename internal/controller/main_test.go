@@ -129,7 +129,10 @@ func (e *env) options() Options {
 	return Options{
 		Config: cp.Config, CacheDir: e.t.TempDir(), WatchLabelSelector: "sluice.dev/test=" + e.shard,
 		MetricsAddr: "127.0.0.1:0", ProbeAddr: "127.0.0.1:0", HookAddr: "127.0.0.1:0",
-		Log: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		// The test's git servers and registry are on loopback, as a team's
+		// in-cluster ones would be on a cluster's network: named.
+		AllowRemoteHosts: []string{"127.0.0.1"},
+		Log:              slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 }
 

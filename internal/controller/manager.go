@@ -33,6 +33,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/credentials"
 	"sluice.dev/sluice/internal/dashboard"
+	"sluice.dev/sluice/internal/egress"
 	"sluice.dev/sluice/internal/preview"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
@@ -61,6 +62,15 @@ type Options struct {
 	// AllowBuilders lets Images run their external builders (spec.builder)
 	// inside the controller.
 	AllowBuilders bool
+	// AllowRemoteHosts names the private, loopback, link-local and
+	// cluster-internal hosts, addresses and CIDRs the controller may
+	// connect to for its resources (their repositories, registries, chart
+	// repositories, and the remote bases and files their sources name):
+	// nothing else of those is reached (see egress.New).
+	AllowRemoteHosts []string
+	// NoRemoteBases refuses remote kustomize bases and files, as Flux's
+	// kustomize-controller --no-remote-bases does.
+	NoRemoteBases bool
 	// WatchLabelSelector shards: only the resources it selects are
 	// reconciled by this controller ("sharding.sluice.dev/key in (a)").
 	WatchLabelSelector string
@@ -202,10 +212,15 @@ func Run(ctx context.Context, o Options) error {
 	if err := addIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	eng := newEngines(o.CacheDir, o.RegistryRPS, o.Insecure, o.Limits)
+	policy, err := egress.New(o.AllowRemoteHosts)
+	if err != nil {
+		return err
+	}
+	eng := newEngines(o.CacheDir, o.RegistryRPS, o.Insecure, o.Limits, policy)
 	sec := credentials.NewSecrets(mgr.GetAPIReader())
 	rec := mgr.GetEventRecorder("sluice-controller")
-	batch := newBatcher(ctx, eng, o.Concurrent, o.Log)
+	batch := newBatcher(egress.WithPolicy(ctx, policy), eng, o.Concurrent, o.Log)
+	batch.base.Egress, batch.base.NoRemoteBases = policy, o.NoRemoteBases
 	if l, ok := listeners["hook"]; ok {
 		h := &hooks{client: mgr.GetClient(), secrets: sec, log: o.Log, now: o.Now}
 		mux := http.NewServeMux()
@@ -218,7 +233,7 @@ func Run(ctx context.Context, o Options) error {
 		// Every replica serves it, leader or not: it reads, and acts as
 		// each person.
 		auth := o.DashboardAuth
-		pv := &preview.Previewer{Cache: eng.cache, Registry: eng.registry("anonymous", nil).reg, AllowLocal: o.AllowLocalRepos, Limits: o.Limits,
+		pv := &preview.Previewer{Hydrate: batch.base, AllowLocal: o.AllowLocalRepos,
 			RegistryFor: func(kc authn.Keychain, id string) (*registry.Client, *render.Charts) {
 				c := eng.registry(id, kc)
 				return c.reg, c.charts

@@ -16,6 +16,7 @@ import (
 	"sluice.dev/sluice/internal/build"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/credentials"
+	"sluice.dev/sluice/internal/egress"
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/registry"
@@ -82,7 +83,7 @@ func (r *RepoConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		ctx = source.ContextWithNotBefore(ctx, t)
 		ctx = registry.ContextWithNotBefore(ctx, t)
 	}
-	rep, err := r.reconcile(ctx, obj, rc)
+	rep, err := r.reconcile(egress.WithPolicy(ctx, r.engines.egress), obj, rc)
 	if err == nil {
 		err = rep.Err()
 	}

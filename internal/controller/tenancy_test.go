@@ -2,9 +2,12 @@ package controller
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,5 +200,71 @@ func TestALentRegistrySecretAnswersOnlyForItsHost(t *testing.T) {
 	})
 	if _, _, err := bad.Registry(ctx); err == nil || !strings.Contains(err.Error(), "no auths entry for registry.missing.example") {
 		t.Errorf("a Secret lent for a host it has no entry for: %v", err)
+	}
+}
+
+// TestRemoteBasesReachOnlyWhatTheOperatorAllows, as a team that writes
+// a kustomization naming the controller's network: a remote file on an
+// address the allow-list does not name (here 127.0.0.2, where the
+// "internal service" listens; the operator allowed 127.0.0.1) and the
+// cloud metadata address are refused and never reached; with
+// --no-remote-bases, a remote base the allow-list would let through is
+// refused too.
+func TestRemoteBasesReachOnlyWhatTheOperatorAllows(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no second loopback address here: %v", err)
+	}
+	internal := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: internal-secrets}\ndata: {token: s3cret}\n")
+	})}
+	go internal.Serve(ln)
+	t.Cleanup(func() { internal.Close() })
+
+	e := newEnv(t)
+	e.app.Write(map[string]string{
+		"deploy/ssrf/kustomization.yaml":     "resources:\n- http://" + ln.Addr().String() + "/config.yaml\n",
+		"deploy/metadata/kustomization.yaml": "resources:\n- http://169.254.169.254/latest/meta-data/config.yaml\n",
+		"deploy/base/kustomization.yaml":     "resources:\n- " + e.appURL + "//deploy/kbase?ref=main\n",
+		"deploy/kbase/kustomization.yaml":    "resources: [cm.yaml]\n",
+		"deploy/kbase/cm.yaml":               "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-base}\n",
+	}).Commit("remote resources")
+	e.app.Push("main")
+	e.start()
+	for _, name := range []string{"ssrf", "metadata", "base"} {
+		e.apply(strings.NewReplacer("name: web", "name: "+name, "path: deploy/web", "path: deploy/"+name, "apps/web", "apps/"+name).Replace(webSync))
+	}
+	for name, want := range map[string]string{"ssrf": "127.0.0.2", "metadata": "169.254.169.254"} {
+		ms := e.ready(name, metav1.ConditionFalse, 30*time.Second)
+		c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+		if !strings.Contains(c.Message, want) || !strings.Contains(c.Message, "refused unless --allow-remote-hosts names it") {
+			t.Errorf("%s: %q", name, c.Message)
+		}
+	}
+	e.ready("base", metav1.ConditionTrue, 30*time.Second)
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the internal service was reached %d times", n)
+	}
+	if tree := e.dst("ls-tree", "-r", "--name-only", "env/dev"); strings.Contains(tree, "apps/ssrf") {
+		t.Fatalf("something was committed:\n%s", tree)
+	}
+
+	// The same controller with --no-remote-bases: even an allowed base is
+	// refused.
+	e2 := newEnv(t)
+	e2.app.Write(map[string]string{
+		"deploy/base/kustomization.yaml":  "resources:\n- " + e2.appURL + "//deploy/kbase?ref=main\n",
+		"deploy/kbase/kustomization.yaml": "resources: [cm.yaml]\n",
+		"deploy/kbase/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-base}\n",
+	}).Commit("a remote base")
+	e2.app.Push("main")
+	e2.start(func(o *Options) { o.NoRemoteBases = true })
+	e2.apply(strings.NewReplacer("name: web", "name: base", "path: deploy/web", "path: deploy/base").Replace(webSync))
+	ms := e2.ready("base", metav1.ConditionFalse, 30*time.Second)
+	if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "--no-remote-bases") {
+		t.Errorf("a remote base under --no-remote-bases: %q", c.Message)
 	}
 }

@@ -66,7 +66,7 @@ func TestWhatWillChangeAndHistory(t *testing.T) {
 		t.Fatalf("first hydration: %+v", first)
 	}
 
-	base := serve(t, cp.Config, Options{Namespace: ns, Preview: &preview.Previewer{Cache: source.NewCache(t.TempDir()), Registry: registry.New()}})
+	base := serve(t, cp.Config, Options{Namespace: ns, Preview: &preview.Previewer{Hydrate: hydrate.Options{Cache: source.NewCache(t.TempDir()), Registry: registry.New()}}})
 	b := browser(t)
 
 	do(t, b, chromedp.Navigate(base+"/syncs/"+ns+"/web"), chromedp.WaitVisible(`svg.graph`),
@@ -171,7 +171,7 @@ func TestWhatWillChangeReadsSecretsAsThePerson(t *testing.T) {
 		t.Fatal(err)
 	}
 	pv := func() *preview.Previewer {
-		return &preview.Previewer{Cache: source.NewCache(t.TempDir()), Registry: registry.New()}
+		return &preview.Previewer{Hydrate: hydrate.Options{Cache: source.NewCache(t.TempDir()), Registry: registry.New()}}
 	}
 	admin := serve(t, cp.Config, Options{Namespace: ns, Preview: pv()})
 	asViewer := serve(t, viewer(t, c), Options{Namespace: ns, Preview: pv()})

@@ -67,7 +67,7 @@ func TestTakeoversPageExtendsAndReleasesLocks(t *testing.T) {
 		return testenv.Show(t, gs.Root+"/deploy.git", "env/dev", "apps/web/"+v1alpha1.ProvenanceFile)
 	}
 	pv := func() *preview.Previewer {
-		return &preview.Previewer{Cache: source.NewCache(t.TempDir()), Registry: registry.New()}
+		return &preview.Previewer{Hydrate: hydrate.Options{Cache: source.NewCache(t.TempDir()), Registry: registry.New()}}
 	}
 	admin := serve(t, cp.Config, Options{Namespace: ns, Preview: pv()})
 	asViewer := serve(t, viewer(t, c), Options{Namespace: ns, Preview: pv()})

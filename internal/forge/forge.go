@@ -8,10 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/egress"
 )
 
 // PullRequest is a pull (merge) request as the forge has it.
@@ -50,6 +53,13 @@ type Forge interface {
 // repository's https credentials (or a user's password, for Gitea).
 type Credentials struct {
 	Username, Password string
+}
+
+// apiClient reaches a forge's API within the egress policy of each
+// request's context (a controller's: the forge's host is a tenant's
+// destination).
+func apiClient() *http.Client {
+	return &http.Client{Transport: egress.ByContext{}, Timeout: 30 * time.Second}
 }
 
 // ErrNoCredentials says the repository was reached without credentials,

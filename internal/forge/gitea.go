@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"sluice.dev/sluice/api/v1alpha1"
 )
@@ -27,7 +26,7 @@ func newGitea(u *url.URL, owner, repo string, c Credentials) *gitea {
 	base := *u
 	base.Path = ""
 	return &gitea{api: strings.TrimSuffix(base.String(), "/") + "/api/v1/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(repo),
-		c: c, http: &http.Client{Timeout: 30 * time.Second}, owner: owner, repo: repo}
+		c: c, http: apiClient(), owner: owner, repo: repo}
 }
 
 type giteaPR struct {

@@ -25,7 +25,7 @@ type gitHub struct {
 }
 
 func newGitHub(u *url.URL, owner, repo string, c Credentials) (*gitHub, error) {
-	cl := github.NewClient(nil).WithAuthToken(c.Password)
+	cl := github.NewClient(apiClient()).WithAuthToken(c.Password)
 	graphql := "https://api.github.com/graphql"
 	if u.Host != "github.com" {
 		base := *u
@@ -101,7 +101,7 @@ func (g *gitHub) autoMerge(ctx context.Context, nodeID string) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+g.token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient().Do(req)
 	if err != nil {
 		return err
 	}

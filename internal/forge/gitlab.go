@@ -22,7 +22,7 @@ type gitLab struct {
 func newGitLab(u *url.URL, owner, repo string, c Credentials) (*gitLab, error) {
 	base := *u
 	base.Path = "/api/v4"
-	cl, err := gitlab.NewClient(c.Password, gitlab.WithBaseURL(base.String()))
+	cl, err := gitlab.NewClient(c.Password, gitlab.WithBaseURL(base.String()), gitlab.WithHTTPClient(apiClient()))
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
+	"sluice.dev/sluice/internal/egress"
 	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
@@ -85,6 +86,14 @@ type Options struct {
 	// rendered under (a controller asks, for a sync a webhook named, for
 	// what the remotes hold since the webhook).
 	SyncContext func(ctx context.Context, ms config.ManifestSync) context.Context
+	// Egress is where the remote kustomize bases and files sources name
+	// may be read from (their redirects too), besides the hosts of the
+	// repositories the person's own files name (Cache.TrustedHosts); nil:
+	// anywhere.
+	Egress *egress.Policy
+	// NoRemoteBases refuses remote kustomize bases and files altogether,
+	// as Flux's --no-remote-bases does: a source must hold what it renders.
+	NoRemoteBases bool
 	// RenderSlots, if set, bounds the renders of this run together with
 	// those of every other run given the same channel (a controller's
 	// concurrent runs); its capacity is the bound, and Parallel is then
@@ -228,7 +237,7 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 	start := time.Now()
 
 	r := &runner{o: o, results: make([]Result, len(syncs)), branches: map[string]*destination.Branch{},
-		provenance: loadProvenanceCache(o.StateDir)}
+		provenance: loadProvenanceCache(o.StateDir), egress: o.Egress.Allowing(o.Cache.TrustedHosts()...)}
 	defer r.provenance.save()
 	plans := make([]*plan, len(syncs))
 	// Checking a sync is mostly waiting (on git and registries); rendering
@@ -286,6 +295,8 @@ type runner struct {
 	branches   map[string]*destination.Branch
 	provenance *provenanceCache
 	renders    chan struct{}
+	// egress is where what sources name may be read from.
+	egress *egress.Policy
 }
 
 func (r *runner) finish(i int, res Result) {

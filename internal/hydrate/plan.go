@@ -167,10 +167,13 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	defer func() { <-r.renders }()
 	p.rendered = true
 	r.o.Log.Debug("rendering", "sync", ms.Name, "source", src.Describe(), "path", ms.Spec.Source.Path)
-	res, err := render.Render(ctx, src.FS, ms.Spec.Source.Path, render.Options{
-		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.charts(ms), Bases: r.openBase,
-		Fetch: render.FetchFiles(nil), Limits: r.o.Limits,
-	})
+	ro := render.Options{
+		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.charts(ms), Limits: r.o.Limits, Egress: r.egress,
+	}
+	if !r.o.NoRemoteBases {
+		ro.Bases, ro.Fetch = r.openBase, render.FetchFiles(nil)
+	}
+	res, err := render.Render(ctx, src.FS, ms.Spec.Source.Path, ro)
 	if err != nil {
 		return fmt.Errorf("rendering %s %s: %w", src.Describe(), ms.Spec.Source.Path, err)
 	}

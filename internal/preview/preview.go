@@ -28,10 +28,11 @@ import (
 
 // Previewer previews syncs through one clone cache.
 type Previewer struct {
-	// Cache opens the repositories; a controller's shares its clones.
-	Cache *source.Cache
-	// Registry resolves digests for a sync that names no registry Secret.
-	Registry *registry.Client
+	// Hydrate are the engines' options every preview starts from: Cache
+	// (required: a controller's shares its clones), Registry (required:
+	// for a sync that names no registry Secret), Limits, Egress, and how
+	// renders run. A sync's own credentials are added to them.
+	Hydrate hydrate.Options
 	// RegistryFor, if set, makes the client of a sync's registry Secret
 	// (a controller's, under its rate limits); the default is a plain
 	// client of the Secret's keychain.
@@ -43,8 +44,6 @@ type Previewer struct {
 	// own credentials (a person's, on a laptop); otherwise it reads
 	// anonymously.
 	OwnCredentials bool
-	// Limits bound the render.
-	Limits render.Limits
 }
 
 // Plan is the dry run of a sync's next hydration: its Result carries the
@@ -75,10 +74,9 @@ func (p *Previewer) options(ctx context.Context, secrets client.Reader, obj *v1a
 	if err != nil {
 		return ms, hydrate.Options{}, err
 	}
-	o := hydrate.Options{
-		Cache: p.Cache, Registry: p.Registry, Parallel: 1, Limits: p.Limits,
-		Credentials: func(config.ManifestSync) (*source.Credentials, *source.Credentials) { return src, dst },
-	}
+	o := p.Hydrate
+	o.Parallel = 1
+	o.Credentials = func(config.ManifestSync) (*source.Credentials, *source.Credentials) { return src, dst }
 	if ref := obj.Spec.RegistrySecretRef; ref != nil {
 		kc, id, err := s.Registry(ctx, obj.Namespace, ref)
 		if err != nil {
@@ -197,7 +195,7 @@ func (p *Previewer) destination(ctx context.Context, secrets client.Reader, obj 
 	if err != nil {
 		return ms, nil, fmt.Errorf("spec.destination.repo: %w", err)
 	}
-	repo, err := p.Cache.Open(ctx, loc, source.OpenOptions{Credentials: dst})
+	repo, err := p.Hydrate.Cache.Open(ctx, loc, source.OpenOptions{Credentials: dst})
 	if err != nil {
 		return ms, nil, fmt.Errorf("opening destination %s: %w", source.Redact(d.Repo), err)
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/egress"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -25,6 +26,7 @@ type kustomizeRun struct {
 	settings v1alpha1.KustomizeRender
 	bases    func(context.Context, string) (*Base, error)
 	fetch    func(context.Context, string, int64) ([]byte, error)
+	egress   *egress.Policy
 	origins  bool
 	limits   Limits
 	// remote collects the remote bases and files read.
@@ -84,9 +86,9 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 		var p string
 		if isRemoteFile(u) {
 			if kr.fetch == nil {
-				return fail(errors.New("remote files are not fetched here; vendor it into the repository"))
+				return fail(errors.New("remote files are refused here (--no-remote-bases): vendor it into the repository"))
 			}
-			data, err := kr.fetch(ctx, u, kr.limits.FileBytes)
+			data, err := kr.fetch(egress.WithPolicy(ctx, kr.egress), u, kr.limits.FileBytes)
 			if err != nil {
 				return fail(err)
 			}
@@ -103,9 +105,9 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 			p = "/" + path.Join(prefix, name)
 		} else {
 			if kr.bases == nil {
-				return fail(errors.New("remote bases are not read here; vendor it into the repository"))
+				return fail(errors.New("remote bases are refused here (--no-remote-bases): vendor it into the repository"))
 			}
-			b, err := kr.bases(ctx, u)
+			b, err := kr.bases(egress.WithPolicy(ctx, kr.egress), u)
 			if err != nil {
 				return fail(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing/fstest"
 
+	"sluice.dev/sluice/internal/egress"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -111,9 +112,9 @@ func ParseRemoteBase(raw string) (repo, ref, dir string, err error) {
 }
 
 // FetchFiles returns a fetcher of the remote files kustomizations name
-// (an http(s) URL of one YAML or JSON file), through client (nil:
-// http.DefaultClient), each read within the render's file limit. No
-// credentials are sent.
+// (an http(s) URL of one YAML or JSON file), through client (nil: one
+// whose connections obey the egress policy of the request's context),
+// each read within the render's file limit. No credentials are sent.
 func FetchFiles(client *http.Client) func(ctx context.Context, u string, max int64) ([]byte, error) {
 	return func(ctx context.Context, u string, max int64) ([]byte, error) {
 		data, err := httpGet(ctx, client, u, max)
@@ -130,7 +131,7 @@ var errTooLarge = errors.New("larger than allowed")
 // httpGet downloads u whole, or fails with errTooLarge past max bytes.
 func httpGet(ctx context.Context, client *http.Client, u string, max int64) ([]byte, error) {
 	if client == nil {
-		client = http.DefaultClient
+		client = &http.Client{Transport: egress.ByContext{}}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/egress"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -45,6 +46,9 @@ type Options struct {
 	// Fetch reads the remote files kustomizations name (an https URL of
 	// one YAML), see FetchFiles; nil refuses them.
 	Fetch func(ctx context.Context, url string, max int64) ([]byte, error)
+	// Egress is where the remote bases and files a source names may be
+	// read from (their redirects included); nil: anywhere.
+	Egress *egress.Policy
 	// Capabilities are what charts are told of the cluster; the zero
 	// value is `helm template`'s defaults.
 	Capabilities Capabilities
@@ -143,7 +147,7 @@ func render(ctx context.Context, fsys source.FS, dir string, o Options, lim Limi
 	objects := -1 // -1: as many as res.Objects holds
 	switch kind {
 	case Kustomize:
-		kr := &kustomizeRun{bases: o.Bases, fetch: o.Fetch, origins: o.Origins, limits: lim}
+		kr := &kustomizeRun{bases: o.Bases, fetch: o.Fetch, egress: o.Egress, origins: o.Origins, limits: lim}
 		if o.Render != nil && o.Render.Kustomize != nil {
 			kr.settings = *o.Render.Kustomize
 		}

@@ -184,7 +184,7 @@ func TestBadInputNamesFileAndDocument(t *testing.T) {
 		{"object without kind", mapFS{"p/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nmetadata: {name: b}\n"}, "p", "p/a.yaml: document 2 (line 5): not a Kubernetes object"},
 		{"yaml syntax", mapFS{"p/a.yaml": "a: [b\n"}, "p", "p/a.yaml"},
 		{"kustomize missing resource", mapFS{"k/kustomization.yaml": "resources: [missing.yaml]\n"}, "k", "missing.yaml"},
-		{"remote base refused, not cloned", mapFS{"k/kustomization.yaml": "resources:\n- github.com/org/repo/deploy?ref=v1\n"}, "k", `"github.com/org/repo/deploy?ref=v1": remote bases are not read here`},
+		{"remote base refused, not cloned", mapFS{"k/kustomization.yaml": "resources:\n- github.com/org/repo/deploy?ref=v1\n"}, "k", `"github.com/org/repo/deploy?ref=v1": remote bases are refused here`},
 		{"missing path", mapFS{"x/a.yaml": "a: 1\n"}, "nope", `path "nope" not found`},
 		{"helm template error", mapFS{"c/Chart.yaml": "apiVersion: v2\nname: c\nversion: 0.1.0\n", "c/templates/x.yaml": "{{ .Values.nope.deeper }}\n"}, "c", "chart c:"},
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"sluice.dev/sluice/internal/egress"
 )
 
 // Cache opens repositories: remote ones through clones kept under one
@@ -26,6 +28,7 @@ import (
 type Cache struct {
 	dir     string
 	creds   *credentials
+	egress  *egress.Policy
 	onFetch func()
 	observe func(op string)
 	maxAge  time.Duration
@@ -54,6 +57,22 @@ func WithAuth(a Auth) Option { return func(c *Cache) { c.creds.auth = a } }
 // being named.
 func (c *Cache) Trust(urls ...string) {
 	c.creds.trust(Auth{}.Trusting(urls...).Hosts...)
+}
+
+// TrustedHosts are the hosts (host, or host:port) the credentials are
+// for: those of the environment and of the repositories the caller
+// trusts. What a person's own files name is theirs to reach.
+func (c *Cache) TrustedHosts() []string {
+	c.creds.mu.Lock()
+	defer c.creds.mu.Unlock()
+	out := make([]string, 0, len(c.creds.auth.Hosts))
+	for _, h := range c.creds.auth.Hosts {
+		if _, rest, ok := strings.Cut(h, "://"); ok {
+			h = rest
+		}
+		out = append(out, h)
+	}
+	return out
 }
 
 // WithFetchHook calls f when a clone is about to fetch new commits, the
@@ -102,6 +121,7 @@ func maxAge(ctx context.Context, def time.Duration) time.Duration {
 
 // NewCache returns a Cache keeping clones under dir.
 func NewCache(dir string, opts ...Option) *Cache {
+	installGitTransports()
 	c := &Cache{dir: dir, repos: map[string]*openCall{}, creds: &credentials{}}
 	for _, o := range opts {
 		o(c)
@@ -325,6 +345,7 @@ func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials) 
 		r.creds = &credentials{auth: own.Auth.Trusting(loc.URL)}
 	}
 	r.lock = dir + ".lock"
+	r.egress = c.egress
 	r.onFetch = c.onFetch
 	r.observe = c.observe
 	if err := r.fetch(ctx); err != nil {

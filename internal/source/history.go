@@ -158,6 +158,10 @@ func (r *Repo) DeleteBranch(ctx context.Context, name string, old plumbing.Hash)
 		}
 		return r.git.Storer.RemoveReference(refName)
 	}
+	ctx, err := r.connect(ctx)
+	if err != nil {
+		return err
+	}
 	method, url, err := r.creds.method(r.loc.URL)
 	if err != nil {
 		return err

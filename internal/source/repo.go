@@ -17,6 +17,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"sluice.dev/sluice/internal/egress"
 )
 
 // Repo is an open repository. Its methods are safe for concurrent use:
@@ -29,6 +31,7 @@ type Repo struct {
 	prefix  string // the location's folder inside the repository, "." for its root
 	remote  bool
 	creds   *credentials
+	egress  *egress.Policy
 	onFetch func()
 	observe func(op string)
 	// lock is the clone's lock file: other processes sharing the cache
@@ -94,6 +97,10 @@ func (r *Repo) Empty() bool {
 // fetch brings a remote's clone up to date with every branch and tag of
 // the remote. It asks for objects only when some ref moved.
 func (r *Repo) fetch(ctx context.Context) error {
+	ctx, err := r.connect(ctx)
+	if err != nil {
+		return err
+	}
 	method, url, err := r.creds.method(r.loc.URL)
 	if err != nil {
 		return err
@@ -499,6 +506,10 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 	clear(r.resolved)
 	if !r.remote {
 		return r.updateLocal(refName, newHash, old, o)
+	}
+	ctx, err := r.connect(ctx)
+	if err != nil {
+		return err
 	}
 	method, url, err := r.creds.method(r.loc.URL)
 	if err != nil {
