@@ -86,6 +86,7 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 type limitFlags struct {
 	fileSize, readSize, outputSize string
 	objects, aliasNodes            int
+	entries, depth                 int
 	timeout                        time.Duration
 	allowRemote                    []string
 	noRemoteBases                  bool
@@ -98,6 +99,8 @@ func (l *limitFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&l.outputSize, render.FlagOutputBytes[2:], quantity(d.OutputBytes), "what one render produces in all")
 	fl.IntVar(&l.objects, render.FlagObjects[2:], d.Objects, "the most objects one render produces")
 	fl.IntVar(&l.aliasNodes, render.FlagAliasNodes[2:], d.AliasNodes, "the most nodes YAML aliases add to one file")
+	fl.IntVar(&l.entries, render.FlagEntries[2:], d.Entries, "the most files and folders one render lists")
+	fl.IntVar(&l.depth, render.FlagDepth[2:], d.Depth, "how deeply one document may nest")
 	fl.DurationVar(&l.timeout, render.FlagTimeout[2:], d.Timeout, "how long one render may take")
 	fl.StringSliceVar(&l.allowRemote, egress.FlagAllow[2:], nil, "hosts (host, host:port, *.domain), addresses and CIDRs that the remote kustomize bases and files a source names may be read from although private, loopback, link-local or cluster-internal (the hosts of your own files' repositories always may)")
 	fl.BoolVar(&l.noRemoteBases, "no-remote-bases", false, "refuse remote kustomize bases and files: a source must hold what it renders")
@@ -112,7 +115,7 @@ func quantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI
 
 // limits parses the flags.
 func (l *limitFlags) limits() (render.Limits, error) {
-	out := render.Limits{Objects: l.objects, AliasNodes: l.aliasNodes, Timeout: l.timeout}
+	out := render.Limits{Objects: l.objects, AliasNodes: l.aliasNodes, Entries: l.entries, Depth: l.depth, Timeout: l.timeout}
 	for _, q := range []struct {
 		flag, v string
 		dst     *int64

@@ -161,11 +161,11 @@ func (b *Builder) buildOne(ctx context.Context, img config.Image, o Options) Res
 		if opened.Working() {
 			ignore = source.NewIgnore(opened.FS)
 		}
-		if src.files, err = collect(opened.FS, s.Mappings, field, ignore); err != nil {
+		if src.files, err = collect(ctx, opened.FS, s.Mappings, field, ignore); err != nil {
 			return fail(err)
 		}
 		if opened.Working() && opened.Head != nil {
-			head, err := collect(opened.Head, s.Mappings, field, ignore)
+			head, err := collect(ctx, opened.Head, s.Mappings, field, ignore)
 			src.dirty = err != nil || !sameFiles(head, src.files)
 		}
 		srcs = append(srcs, src)

@@ -28,7 +28,7 @@ func (b *Builder) external(ctx context.Context, img config.Image, first *openedS
 			return "", err
 		}
 		defer os.RemoveAll(tmp)
-		if err := materialize(first.FS, tmp); err != nil {
+		if err := materialize(ctx, first.FS, tmp); err != nil {
 			return "", fmt.Errorf("checking out %s for the builder: %w", first.Describe(), err)
 		}
 		dir = tmp
@@ -70,7 +70,7 @@ func (b *Builder) external(ctx context.Context, img config.Image, first *openedS
 // materialize writes a tree's files under dir. Every path is checked to
 // stay under dir before anything is written, so a tree made to climb out
 // (an entry named "..", a ".git" folder with hooks) writes nothing.
-func materialize(fsys source.FS, dir string) error {
+func materialize(ctx context.Context, fsys source.FS, dir string) error {
 	type entry struct {
 		target string
 		src    string
@@ -78,7 +78,7 @@ func materialize(fsys source.FS, dir string) error {
 		exec   bool
 	}
 	var entries []entry
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+	err := source.Walk(ctx, fsys, ".", source.WalkOptions{Entries: maxGlobEntries}, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == "." {
 			return err
 		}

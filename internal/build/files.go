@@ -1,6 +1,7 @@
 package build
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -27,13 +28,18 @@ type file struct {
 // read returns the file's content.
 func (f file) read() ([]byte, error) { return f.fsys.ReadFile(f.src) }
 
+// maxGlobEntries bounds the files and folders a mapping's glob walks: a
+// source of millions of files (or of symbolic links that multiply them)
+// is no image's.
+const maxGlobEntries = 1_000_000
+
 // collect reads the files a source's mappings name. field is the mappings'
 // field path, for errors ("spec.source[0].mappings"). Nothing under .git
 // is ever taken; with ignore (a working tree), a glob leaves out what
 // .gitignore and .sluiceignore files do (node_modules, build caches),
 // while a path named exactly is taken as asked (a binary built into an
 // ignored bin/).
-func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string, ignore *source.Ignore) ([]file, error) {
+func collect(ctx context.Context, fsys source.FS, mappings []v1alpha1.Mapping, field string, ignore *source.Ignore) ([]file, error) {
 	var out []file
 	var errs []error
 	for i, m := range mappings {
@@ -50,7 +56,7 @@ func collect(fsys source.FS, mappings []v1alpha1.Mapping, field string, ignore *
 				continue
 			}
 		}
-		found, err := doublestar.Glob(fsys, m.Src, doublestar.WithFilesOnly(), doublestar.WithFailOnIOErrors())
+		found, err := source.Glob(ctx, fsys, m.Src, source.WalkOptions{Entries: maxGlobEntries})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.src %q: %w", where, m.Src, err))
 			continue

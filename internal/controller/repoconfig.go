@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/registry"
+	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/repoconfig"
 	"sluice.dev/sluice/internal/source"
 )
@@ -145,7 +147,15 @@ func (r *RepoConfigReconciler) reconcile(ctx context.Context, obj *v1alpha1.Repo
 	if err != nil {
 		return nil, err
 	}
-	loaded, err := repoconfig.LoadSet(ctx, r.engines.cache, &config.Set{RepoConfigs: []config.RepoConfig{rc}}, override.Set{}, func(config.RepoConfig) *source.Credentials { return own })
+	// Finding is bounded as a render is: a repository's globs and files
+	// are that repository's word.
+	timeout := r.base.Limits.WithDefaults().Timeout
+	fctx, cancel := context.WithTimeout(ctx, timeout)
+	loaded, err := repoconfig.LoadSet(fctx, r.engines.cache, &config.Set{RepoConfigs: []config.RepoConfig{rc}}, override.Set{}, func(config.RepoConfig) *source.Credentials { return own })
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return nil, fmt.Errorf("finding the resources of %s took longer than %s (%s)", source.Redact(rc.Spec.Repo), timeout, render.FlagTimeout)
+	}
 	if err != nil {
 		return nil, err
 	}

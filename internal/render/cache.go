@@ -35,7 +35,7 @@ func cacheKey(dir string, o Options) string {
 		IncludeCRDs  bool
 		Origins      bool
 		Limits       Limits
-	}{dir, o.Render, o.ReleaseName, engineVersions(), o.Capabilities, o.IncludeCRDs, o.Origins, o.Limits.withDefaults()})
+	}{dir, o.Render, o.ReleaseName, engineVersions(), o.Capabilities, o.IncludeCRDs, o.Origins, o.Limits.WithDefaults()})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,8 +14,6 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
-	chart "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -109,15 +106,15 @@ func (c *Charts) resolve(ctx context.Context, ref v1alpha1.HelmChart) (v1alpha1.
 	return p, chartSource{url: u}, nil
 }
 
-// Fetch resolves and loads a remote chart.
-func (c *Charts) Fetch(ctx context.Context, ref v1alpha1.HelmChart) (*chart.Chart, v1alpha1.PinnedChart, error) {
+// Archive resolves a remote chart and returns its archive (a .tgz), from
+// the cache or downloaded.
+func (c *Charts) Archive(ctx context.Context, ref v1alpha1.HelmChart) ([]byte, v1alpha1.PinnedChart, error) {
 	pinned, src, err := c.resolve(ctx, ref)
 	if err != nil {
 		return nil, pinned, err
 	}
 	if data, ok := c.cached(pinned.Digest, src.oci == ""); ok {
-		ch, err := loader.LoadArchive(bytes.NewReader(data))
-		return ch, pinned, err
+		return data, pinned, nil
 	}
 	var data []byte
 	if src.oci != "" {
@@ -137,11 +134,7 @@ func (c *Charts) Fetch(ctx context.Context, ref v1alpha1.HelmChart) (*chart.Char
 		pinned.Digest = got
 	}
 	c.store(pinned.Digest, data)
-	ch, err := loader.LoadArchive(bytes.NewReader(data))
-	if err != nil {
-		return nil, pinned, fmt.Errorf("chart %s %s: %w", ref.Name, pinned.Version, err)
-	}
-	return ch, pinned, nil
+	return data, pinned, nil
 }
 
 func (c *Charts) pullOCI(ctx context.Context, ref string) ([]byte, error) {
@@ -170,7 +163,11 @@ func (c *Charts) pullOCI(ctx context.Context, ref string) ([]byte, error) {
 			return nil, err
 		}
 		defer rc.Close()
-		return io.ReadAll(rc)
+		data, err := io.ReadAll(io.LimitReader(rc, maxChartDownload+1))
+		if err == nil && len(data) > maxChartDownload {
+			err = fmt.Errorf("%s: the chart's archive is larger than %d MiB", ref, maxChartDownload>>20)
+		}
+		return data, err
 	}
 	return nil, fmt.Errorf("%s is not a Helm chart: no layer of type %s", ref, helmChartLayer)
 }

@@ -31,7 +31,7 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // honouring its .helmignore, with the dependencies vendored under its
 // charts/ folder. Every file must stay inside the chart's folder: a
 // symbolic link that leads out of it is refused, naming the link.
-func loadChart(fsys source.FS, dir string) (*chart.Chart, error) {
+func loadChart(ctx context.Context, fsys *guard, dir string) (*chart.Chart, error) {
 	rules := ignore.Empty()
 	if data, err := fsys.ReadFile(path.Join(dir, ignore.HelmIgnore)); err == nil {
 		if rules, err = ignore.Parse(bytes.NewReader(data)); err != nil {
@@ -40,7 +40,7 @@ func loadChart(fsys source.FS, dir string) (*chart.Chart, error) {
 	}
 	rules.AddDefaults()
 	var files []*archive.BufferedFile
-	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+	err := source.Walk(ctx, fsys, dir, source.WalkOptions{}, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -67,6 +67,12 @@ func loadChart(fsys source.FS, dir string) (*chart.Chart, error) {
 		data, err := fsys.ReadFile(p)
 		if err != nil {
 			return err
+		}
+		// A subchart vendored as an archive expands when the chart loads.
+		if strings.HasSuffix(name, ".tgz") && path.Base(path.Dir(name)) == "charts" {
+			if err := fsys.chargeArchive(p, data); err != nil {
+				return err
+			}
 		}
 		files = append(files, &archive.BufferedFile{Name: name, Data: bytes.TrimPrefix(data, utf8BOM)})
 		return nil
@@ -178,7 +184,7 @@ func helmTemplate(ctx context.Context, fsys source.FS, ch *chart.Chart, r helmRe
 	if err := r.limits.checkOutput(0, int64(b.Len())); err != nil {
 		return nil, 0, fmt.Errorf("chart %s: %w", ch.Name(), err)
 	}
-	objs, err := parseObjects("chart "+ch.Name(), b.Bytes(), r.limits.AliasNodes)
+	objs, err := (&parser{lim: r.limits}).parse("chart "+ch.Name(), b.Bytes())
 	return objs, int64(b.Len()), err
 }
 

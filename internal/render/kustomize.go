@@ -62,7 +62,7 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 		opts.LoadRestrictions = types.LoadRestrictionsNone
 	}
 	var refused error
-	kfs := &kustomizeFS{ctx: ctx, fsys: g, root: path.Join("/", dir), origins: kr.origins}
+	kfs := &kustomizeFS{ctx: ctx, fsys: g, lim: kr.limits, root: path.Join("/", dir), origins: kr.origins}
 	mounted := map[string]string{}
 	kfs.remote = func(kust, field, u string) string {
 		// Kustomize takes an entry by a path relative to the kustomization.

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 type kustomizeFS struct {
 	ctx  context.Context
 	fsys source.FS
+	lim  Limits
 	// root is the folder being built; with origins set, its kustomization
 	// gets buildMetadata: [originAnnotations], so every object says its
 	// file.
@@ -182,15 +184,62 @@ func (k *kustomizeFS) ReadFile(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := k.check(r, data); err != nil {
+		return nil, err
+	}
 	if !isKustomizationFile(p) {
 		return data, nil
 	}
 	return k.rewrite(p, data)
 }
 
+// check refuses, before kustomize parses it, a YAML or JSON file that
+// nests past the limit (kustomize spends seconds per thousand levels) or
+// names more objects than a render may give (kustomize holds every one
+// in memory before it is counted).
+func (k *kustomizeFS) check(name string, data []byte) error {
+	switch path.Ext(name) {
+	case ".yaml", ".yml", ".json", "":
+	default:
+		return nil
+	}
+	if d, line := yamlDepth(data); d > k.lim.Depth {
+		return depthError(name, line, d, k.lim.Depth)
+	}
+	if n := kindKeys(data); n > k.lim.Objects {
+		return &LimitError{What: "file " + name, Got: fmt.Sprintf("%d objects", n), Max: fmt.Sprintf("%d objects per render", k.lim.Objects), Flag: FlagObjects}
+	}
+	return nil
+}
+
+// kindKeys counts the keys named kind in a YAML or JSON text: at least
+// one per object it holds.
+func kindKeys(data []byte) int {
+	n := 0
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte("kind"))
+		if j < 0 {
+			return n
+		}
+		at := i + j
+		i = at + 4
+		if at > 0 {
+			switch data[at-1] {
+			case ' ', '\t', '\n', '{', ',', '"', '\'':
+			default:
+				continue
+			}
+		}
+		rest := bytes.TrimLeft(data[i:min(i+8, len(data))], `"' 	`)
+		if len(rest) > 0 && rest[0] == ':' {
+			n++
+		}
+	}
+}
+
 func (k *kustomizeFS) Walk(p string, walkFn filepath.WalkFunc) error {
 	fsys, r := k.at(p)
-	return fs.WalkDir(fsys, r, func(name string, d fs.DirEntry, err error) error {
+	return source.Walk(k.ctx, fsys, r, source.WalkOptions{}, func(name string, d fs.DirEntry, err error) error {
 		full := k.unmap(fsys, name)
 		if err != nil {
 			return walkFn(full, nil, err)

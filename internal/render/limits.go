@@ -27,6 +27,12 @@ type Limits struct {
 	// AliasNodes bounds the nodes YAML aliases may add to one file.
 	// Default 100,000.
 	AliasNodes int `json:"aliasNodes,omitempty"`
+	// Entries bounds the files and folders one render lists, in all (a
+	// folder of a quarter of a million files is no source). Default
+	// 100,000.
+	Entries int `json:"entries,omitempty"`
+	// Depth bounds how deeply one document nests. Default 100.
+	Depth int `json:"depth,omitempty"`
 	// Timeout bounds one render's time. Default 5 minutes.
 	Timeout time.Duration `json:"timeout,omitempty"`
 }
@@ -41,12 +47,14 @@ func DefaultLimits() Limits {
 		OutputBytes: 128 << 20,
 		Objects:     20_000,
 		AliasNodes:  anchors.DefaultLimit,
+		Entries:     100_000,
+		Depth:       100,
 		Timeout:     5 * time.Minute,
 	}
 }
 
-// withDefaults fills the zero fields.
-func (l Limits) withDefaults() Limits {
+// WithDefaults fills the zero fields with DefaultLimits.
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
 	if l.FileBytes <= 0 {
 		l.FileBytes = d.FileBytes
@@ -63,6 +71,12 @@ func (l Limits) withDefaults() Limits {
 	if l.AliasNodes <= 0 {
 		l.AliasNodes = d.AliasNodes
 	}
+	if l.Entries <= 0 {
+		l.Entries = d.Entries
+	}
+	if l.Depth <= 0 {
+		l.Depth = d.Depth
+	}
 	if l.Timeout <= 0 {
 		l.Timeout = d.Timeout
 	}
@@ -77,6 +91,8 @@ const (
 	FlagOutputBytes = "--max-output-size"
 	FlagObjects     = "--max-objects"
 	FlagAliasNodes  = "--max-alias-nodes"
+	FlagEntries     = "--max-entries"
+	FlagDepth       = "--max-depth"
 	FlagTimeout     = "--render-timeout"
 )
 
@@ -126,15 +142,33 @@ type guard struct {
 	ctx  context.Context
 	lim  Limits
 	read *atomic.Int64
+	// listed counts the entries of the folders listed.
+	listed *atomic.Int64
 }
 
 func newGuard(ctx context.Context, tracked, raw source.FS, lim Limits) *guard {
-	return &guard{FS: tracked, raw: raw, ctx: ctx, lim: lim, read: new(atomic.Int64)}
+	return &guard{FS: tracked, raw: raw, ctx: ctx, lim: lim, read: new(atomic.Int64), listed: new(atomic.Int64)}
 }
 
 // mount guards another tree with the same budget.
 func (g *guard) mount(fsys source.FS) *guard {
-	return &guard{FS: fsys, raw: fsys, ctx: g.ctx, lim: g.lim, read: g.read}
+	return &guard{FS: fsys, raw: fsys, ctx: g.ctx, lim: g.lim, read: g.read, listed: g.listed}
+}
+
+// ReadDir implements fs.ReadDirFS: the entries listed count against the
+// render's bound.
+func (g *guard) ReadDir(name string) ([]fs.DirEntry, error) {
+	if err := g.ctx.Err(); err != nil {
+		return nil, err
+	}
+	entries, err := g.FS.ReadDir(name)
+	if err != nil {
+		return nil, explainLink(g.raw, name, err)
+	}
+	if total := g.listed.Add(int64(len(entries))); total > int64(g.lim.Entries) {
+		return nil, &LimitError{What: "the files and folders listed", Got: fmt.Sprintf("%d with %s", total, name), Max: fmt.Sprint(g.lim.Entries), Flag: FlagEntries}
+	}
+	return entries, nil
 }
 
 // ReadFile implements fs.ReadFileFS.

@@ -31,7 +31,7 @@ func TestLimitsStopARenderAndSayHowToRaiseThem(t *testing.T) {
 			Limits{FileBytes: 1000}, "file p/big.yaml (2.0 KiB): over the limit of 1000 bytes per file; raise it with --max-file-size"},
 		{"files over the read limit", mapFS{"k/kustomization.yaml": "resources: [a.yaml, b.yaml]\n", "k/a.yaml": cm("a"), "k/b.yaml": cm("b")}, "k",
 			Limits{ReadBytes: 100}, "over the limit of 100 bytes per render; raise it with --max-read-size"},
-		{"too many objects", mapFS{"p/all.yaml": many}, "p", Limits{Objects: 10}, "the objects rendered (30): over the limit of 10; raise it with --max-objects"},
+		{"too many objects", mapFS{"p/all.yaml": many}, "p", Limits{Objects: 10}, "the objects rendered (more than 10, with p/all.yaml): over the limit of 10; raise it with --max-objects"},
 		{"too much output", mapFS{"k/kustomization.yaml": "resources: [all.yaml]\n", "k/all.yaml": many}, "k", Limits{OutputBytes: 500}, "raise it with --max-output-size"},
 		{"a chart ranging over a billion", chart("{{ range until 1000000000 }}x{{ end }}"), "c", Limits{}, "until: 1000000000 items, more than a render may produce"},
 		{"a chart doubling a string", chart("{{ $x := \"xx\" }}{{ range until 60 }}{{ $x = print $x $x }}{{ end }}"), "c", Limits{OutputBytes: 1 << 20}, "print: "},

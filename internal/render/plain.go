@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,43 +21,44 @@ import (
 // order, skipping hidden files and folders. Each object's origin is its
 // file and line. Every file must be inside dir: a symbolic link that leads
 // out of it is refused, as kustomize refuses one out of a kustomization's
-// folder.
-func plainDir(fsys source.FS, dir string, aliasLimit int) (objs []*yaml.RNode, origins []string, size int64, err error) {
-	err = fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+// folder, and one that leads back to a folder above it is a cycle.
+func plainDir(ctx context.Context, g *guard, dir string) (objs []*yaml.RNode, origins []string, size int64, err error) {
+	p := &parser{lim: g.lim}
+	err = source.Walk(ctx, g, dir, source.WalkOptions{}, func(f string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if p != dir && strings.HasPrefix(d.Name(), ".") {
+		if f != dir && strings.HasPrefix(d.Name(), ".") {
 			if d.IsDir() {
 				return fs.SkipDir
 			}
 			return nil
 		}
 		if d.IsDir() {
-			if p != dir {
-				return contained(fsys, p, dir, "the folder")
+			if f != dir {
+				return contained(g, f, dir, "the folder")
 			}
 			return nil
 		}
-		switch path.Ext(p) {
+		switch path.Ext(f) {
 		case ".yaml", ".yml", ".json":
 		default:
 			return nil
 		}
-		if err := contained(fsys, p, dir, "the folder"); err != nil {
+		if err := contained(g, f, dir, "the folder"); err != nil {
 			return err
 		}
-		data, err := fsys.ReadFile(p)
+		data, err := g.ReadFile(f)
 		if err != nil {
 			return err
 		}
 		size += int64(len(data))
-		nodes, err := parseObjects(p, data, aliasLimit)
+		nodes, err := p.parse(f, data)
 		if err != nil {
 			return err
 		}
 		for _, n := range nodes {
-			origins = append(origins, fmt.Sprintf("%s:%d", p, n.YNode().Line))
+			origins = append(origins, fmt.Sprintf("%s:%d", f, n.YNode().Line))
 		}
 		objs = append(objs, nodes...)
 		return nil
@@ -70,10 +72,20 @@ func plainDir(fsys source.FS, dir string, aliasLimit int) (objs []*yaml.RNode, o
 // are expanded (within anchors.DefaultLimit), so that the objects are
 // plain YAML for whatever reads them next.
 func ParseObjects(file string, data []byte) ([]*yaml.RNode, error) {
-	return parseObjects(file, data, anchors.DefaultLimit)
+	p := &parser{lim: DefaultLimits()}
+	p.lim.Objects = int(^uint(0) >> 1)
+	return p.parse(file, data)
 }
 
-func parseObjects(file string, data []byte, aliasLimit int) ([]*yaml.RNode, error) {
+// parser parses the files of one render, within its limits: aliases per
+// file, objects counted across files as they are parsed (a file of half
+// a million one-line objects stops at the limit, not after), nesting.
+type parser struct {
+	lim     Limits
+	objects int
+}
+
+func (p *parser) parse(file string, data []byte) ([]*yaml.RNode, error) {
 	hasAliases := bytes.IndexByte(data, '*') >= 0 && bytes.IndexByte(data, '&') >= 0
 	dec := goyaml.NewDecoder(bytes.NewReader(data))
 	var out []*yaml.RNode
@@ -89,7 +101,7 @@ func parseObjects(file string, data []byte, aliasLimit int) ([]*yaml.RNode, erro
 			continue
 		}
 		if hasAliases {
-			if err := anchors.CheckNode(&doc, aliasLimit); err != nil {
+			if err := anchors.CheckNode(&doc, p.lim.AliasNodes); err != nil {
 				var ae *anchors.Error
 				if errors.As(err, &ae) {
 					ae.Document = i
@@ -102,6 +114,9 @@ func parseObjects(file string, data []byte, aliasLimit int) ([]*yaml.RNode, erro
 			continue
 		}
 		line := n.YNode().Line
+		if d := nodeDepth(doc.Content[0]); d > p.lim.Depth {
+			return nil, depthError(fmt.Sprintf("%s: document %d", file, i), line, d, p.lim.Depth)
+		}
 		if n.YNode().Kind != yaml.MappingNode {
 			return nil, fmt.Errorf("%s: document %d (line %d): not a mapping", file, i, line)
 		}
@@ -118,9 +133,24 @@ func parseObjects(file string, data []byte, aliasLimit int) ([]*yaml.RNode, erro
 			if err != nil {
 				return nil, fmt.Errorf("%s: document %d (line %d): items: %w", file, i, line, err)
 			}
+			if err := p.count(file, len(elems)); err != nil {
+				return nil, err
+			}
 			out = append(out, elems...)
 			continue
 		}
+		if err := p.count(file, 1); err != nil {
+			return nil, err
+		}
 		out = append(out, n)
 	}
+}
+
+// count counts n more objects against the limit.
+func (p *parser) count(file string, n int) error {
+	p.objects += n
+	if p.objects > p.lim.Objects {
+		return &LimitError{What: "the objects rendered", Got: fmt.Sprintf("more than %d, with %s", p.lim.Objects, file), Max: fmt.Sprint(p.lim.Objects), Flag: FlagObjects}
+	}
+	return nil
 }

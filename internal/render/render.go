@@ -36,6 +36,10 @@ type Options struct {
 	ReleaseName string
 	// Charts fetches remote charts; required only for render.helm.chart.
 	Charts *Charts
+	// ChartArchive, if set, gives a remote chart's archive instead of
+	// Charts (a render in a worker process asks the process that has the
+	// registry's credentials).
+	ChartArchive func(ctx context.Context, ref v1alpha1.HelmChart) ([]byte, v1alpha1.PinnedChart, error)
 	// CacheDir keeps local renders (Local) with the inputs they read, to
 	// skip a render whose inputs did not change; empty keeps none.
 	CacheDir string
@@ -101,11 +105,13 @@ func (r *Result) Origin(i int) string {
 	return ""
 }
 
-// Render renders the folder dir of fsys within o.Limits: past its
-// timeout, or when ctx ends, it returns at once (a kustomize build that
-// cannot be interrupted finishes in the background, its result unused).
+// Render renders the folder dir of fsys within o.Limits, in this
+// process: past its timeout, or when ctx ends, it returns at once (a
+// kustomize build that cannot be interrupted finishes in the background,
+// its result unused, which is why a controller renders in worker
+// processes instead: see package sandbox).
 func Render(ctx context.Context, fsys source.FS, dir string, o Options) (*Result, error) {
-	lim := o.Limits.withDefaults()
+	lim := o.Limits.WithDefaults()
 	rctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
 	type outcome struct {
@@ -114,7 +120,11 @@ func Render(ctx context.Context, fsys source.FS, dir string, o Options) (*Result
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := render(rctx, fsys, dir, o, lim)
+		tr := source.Track(fsys)
+		res, err := render(rctx, tr, fsys, dir, o, lim)
+		if err == nil {
+			res.Inputs = tr.Inputs()
+		}
 		done <- outcome{res, err}
 	}()
 	select {
@@ -135,8 +145,16 @@ func timeoutError(lim Limits) error {
 	return fmt.Errorf("%w after %s; raise the limit with %s if this is expected", ErrTimeout, lim.Timeout, FlagTimeout)
 }
 
-func render(ctx context.Context, fsys source.FS, dir string, o Options, lim Limits) (*Result, error) {
-	tr := source.Track(fsys)
+// RenderTracked renders as Render does, in the caller's goroutine, from
+// a tree whose reads someone else records: tracked is what the render
+// reads through, raw the same tree looked at without recording (sizes,
+// where links lead). Inputs are left to whoever tracks; the time limit
+// is the caller's to enforce (a worker process is killed past it).
+func RenderTracked(ctx context.Context, tracked, raw source.FS, dir string, o Options) (*Result, error) {
+	return render(ctx, tracked, raw, dir, o, o.Limits.WithDefaults())
+}
+
+func render(ctx context.Context, tr, fsys source.FS, dir string, o Options, lim Limits) (*Result, error) {
 	g := newGuard(ctx, tr, fsys, lim)
 	kind, err := Detect(g, dir, o.Render)
 	if err != nil {
@@ -176,14 +194,21 @@ func render(ctx context.Context, fsys source.FS, dir string, o Options, lim Limi
 		}
 		var ch *chart.Chart
 		if s.Chart != nil {
-			if o.Charts == nil {
+			archive := o.ChartArchive
+			if archive == nil && o.Charts != nil {
+				archive = o.Charts.Archive
+			}
+			if archive == nil {
 				return nil, errors.New("render.helm.chart: no chart fetcher configured")
 			}
 			var pinned v1alpha1.PinnedChart
-			ch, pinned, err = o.Charts.Fetch(ctx, *s.Chart)
-			res.Chart = &pinned
+			var data []byte
+			if data, pinned, err = archive(ctx, *s.Chart); err == nil {
+				res.Chart = &pinned
+				ch, err = loadArchive(g, data, fmt.Sprintf("chart %s %s", s.Chart.Name, pinned.Version))
+			}
 		} else {
-			ch, err = loadChart(g, dir)
+			ch, err = loadChart(ctx, g, dir)
 		}
 		if err == nil {
 			res.Objects, size, err = helmTemplate(ctx, g, ch, helmRelease{settings: s, caps: caps, valuesDir: dir, limits: lim})
@@ -193,7 +218,7 @@ func render(ctx context.Context, fsys source.FS, dir string, o Options, lim Limi
 		}
 	case Plain:
 		var origins []string
-		res.Objects, origins, size, err = plainDir(g, dir, lim.AliasNodes)
+		res.Objects, origins, size, err = plainDir(ctx, g, dir)
 		if o.Origins {
 			res.Origins = origins
 		}
@@ -207,7 +232,6 @@ func render(ctx context.Context, fsys source.FS, dir string, o Options, lim Limi
 	if err := lim.checkOutput(objects, size); err != nil {
 		return nil, err
 	}
-	res.Inputs = tr.Inputs()
 	return res, nil
 }
 

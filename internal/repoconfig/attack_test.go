@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/testenv"
@@ -133,5 +134,26 @@ spec:
 	}
 	if got := testenv.Git(t, filepath.Join(f.Git.Root, "code.git"), "ls-tree", "--name-only", "env/own", "apps/"); !strings.Contains(got, "apps/") {
 		t.Errorf("the code repository has no env/own: %s", got)
+	}
+}
+
+// TestGlobsOverSymlinkCyclesFailFast, as an attacker
+// who pushes three links to "." where a RepoConfig's glob walks: the
+// walk fails at once, naming the link, rather than for ever.
+func TestGlobsOverSymlinkCyclesFailFast(t *testing.T) {
+	f := testenv.NewPlatform(t)
+	f.Code.Link(map[string]string{"deploy/sluice/loop/a": ".", "deploy/sluice/loop/b": ".", "deploy/sluice/loop/c": "."}).Commit("loops")
+	f.Code.Push("main")
+	rc := f.RepoConfig("rc.yaml", "")
+	data, _ := os.ReadFile(rc)
+	os.WriteFile(rc, []byte(strings.Replace(string(data), `globs: ["deploy/sluice/*.yaml"]`, `globs: ["deploy/**/*.yaml"]`, 1)), 0o644)
+	cache, _ := engines(f)
+	start := time.Now()
+	_, err := Load(context.Background(), cache, []string{rc}, override.Set{})
+	if err == nil || !strings.Contains(err.Error(), "deploy/sluice/loop/a") || !strings.Contains(err.Error(), "a cycle") {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("refused after %s", d)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/bmatcuk/doublestar/v4"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -115,6 +114,11 @@ func LoadSet(ctx context.Context, cache *source.Cache, set *config.Set, extra ov
 	return out, nil
 }
 
+// maxGlobEntries bounds the files and folders a RepoConfig's globs walk:
+// a repository of millions of files, or of symbolic links that multiply
+// them, is refused rather than walked for ever.
+const maxGlobEntries = 1_000_000
+
 // find reads a RepoConfig's repository and returns the resources its globs
 // and selectors take, untransformed.
 func find(ctx context.Context, cache *source.Cache, rc config.RepoConfig, extra override.Set, creds *source.Credentials) (*config.Set, *source.Opened, error) {
@@ -138,7 +142,7 @@ func find(ctx context.Context, cache *source.Cache, rc config.RepoConfig, extra 
 	files := map[string]bool{}
 	var errs []error
 	for i, g := range rc.Spec.Globs {
-		matches, err := doublestar.Glob(src.FS, g, doublestar.WithFilesOnly())
+		matches, err := source.Glob(ctx, src.FS, g, source.WalkOptions{Entries: maxGlobEntries})
 		if err != nil {
 			errs = append(errs, fail(fmt.Sprintf("spec.globs[%d]", i), err))
 			continue
@@ -160,6 +164,9 @@ func find(ctx context.Context, cache *source.Cache, rc config.RepoConfig, extra 
 	sort.Strings(names)
 	set := &config.Set{}
 	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
 		if info, err := src.FS.Stat(name); err == nil && info.Size() > config.MaxFile {
 			errs = append(errs, fmt.Errorf("%s: larger than %d MiB: not a file of Sluice resources (narrow spec.globs)", displayName(src, name), config.MaxFile>>20))
 			continue

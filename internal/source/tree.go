@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -189,7 +190,11 @@ func (t *TreeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		if c.Mode == filemode.Submodule {
 			continue
 		}
-		out = append(out, entryInfo{name: c.Name, mode: c.Mode, size: t.repo.size(c)})
+		// A size is looked up when asked, not for every entry listed: a
+		// tree of a quarter of a million entries is listed in
+		// milliseconds, and a repository of loose objects opens no file
+		// per entry.
+		out = append(out, entryInfo{name: c.Name, mode: c.Mode, lazy: &lazySize{repo: t.repo, entry: c}})
 	}
 	sortEntries(out)
 	return out, nil
@@ -241,10 +246,26 @@ type entryInfo struct {
 	name string
 	mode filemode.FileMode
 	size int64
+	// lazy, when set, looks the size up on first ask.
+	lazy *lazySize
+}
+
+// lazySize is a tree entry's size, looked up once when asked.
+type lazySize struct {
+	once  sync.Once
+	repo  *Repo
+	entry object.TreeEntry
+	size  int64
 }
 
 func (e entryInfo) Name() string { return e.name }
-func (e entryInfo) Size() int64  { return e.size }
+func (e entryInfo) Size() int64 {
+	if l := e.lazy; l != nil {
+		l.once.Do(func() { l.size = l.repo.size(l.entry) })
+		return l.size
+	}
+	return e.size
+}
 func (e entryInfo) Mode() fs.FileMode {
 	switch e.mode {
 	case filemode.Dir:
