@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"sluice.dev/sluice/internal/sandbox"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -19,12 +20,18 @@ var cp *testenv.ControlPlane
 // sluice command itself, for tests that need a process of their own (one
 // to kill -9).
 func TestMain(m *testing.M) {
+	if sandbox.IsWorker(os.Args) {
+		os.Exit(sandbox.Serve(os.Stdin, os.Stdout))
+	}
 	if os.Getenv("SLUICE_TEST_MAIN") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := Run(ctx, Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Args[1:])
 		stop()
 		os.Exit(code)
 	}
+	// Commands run in this process start this binary as their render
+	// workers.
+	os.Setenv("SLUICE_RENDER_WORKER_ENV", strings.Join(testenv.WorkerEnv(), " "))
 	testenv.RunWithControlPlane(m, &cp)
 }
 

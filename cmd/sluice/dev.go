@@ -83,6 +83,10 @@ func serveDev(ctx context.Context, s Streams, cfg *rest.Config, files []string, 
 	if err != nil {
 		return err
 	}
+	sb, err := eng.sandbox()
+	if err != nil {
+		return err
+	}
 	ready := make(chan controller.Addrs, 1)
 	failed := make(chan error, 1)
 	go func() {
@@ -90,6 +94,7 @@ func serveDev(ctx context.Context, s Streams, cfg *rest.Config, files []string, 
 			Config: cfg, CacheDir: filepath.Join(dir, "dev-controller"), AllowLocalRepos: true, Insecure: eng.insecure, Limits: lim,
 			// This machine's own: its loopback servers are the point.
 			AllowRemoteHosts: append([]string{"127.0.0.0/8", "::1", "localhost"}, eng.limits.allowRemote...), NoRemoteBases: eng.limits.noRemoteBases,
+			Sandbox:     sb,
 			MetricsAddr: "127.0.0.1:0", ProbeAddr: "127.0.0.1:0", HookAddr: "127.0.0.1:0",
 			Log:   slog.New(slog.NewTextHandler(s.Err, &slog.HandlerOptions{Level: slog.LevelInfo})),
 			Ready: func(a controller.Addrs) { ready <- a },

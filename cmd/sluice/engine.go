@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -16,6 +17,7 @@ import (
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/sandbox"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -27,6 +29,9 @@ type engineFlags struct {
 	jobs          int
 	allowBuilders bool
 	limits        limitFlags
+	isolation     string
+	workerMemory  string
+	workerCPU     time.Duration
 }
 
 func (e *engineFlags) add(fl *pflag.FlagSet) {
@@ -40,6 +45,31 @@ func (e *engineFlags) addCache(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&e.insecure, "insecure-registry", nil, "registry host reached over plain HTTP (repeatable; loopback always is)")
 	fl.StringVar(&e.cacheDir, "cache-dir", "", "where clones and charts are cached (default: the user cache directory)")
 	e.limits.add(fl)
+	d := sandbox.DefaultLimits()
+	fl.StringVar(&e.isolation, "render-isolation", "process", "process: each render (and each pull request template) in a worker process of its own, confined and limited; none: in this process")
+	fl.StringVar(&e.workerMemory, sandbox.FlagMemory[2:], quantity(d.Memory), "the memory of one render's worker process")
+	fl.DurationVar(&e.workerCPU, sandbox.FlagCPU[2:], d.CPU, "the CPU time of one render's worker process")
+}
+
+// sandbox is where renders run: worker processes unless
+// --render-isolation none.
+func (e *engineFlags) sandbox() (*sandbox.Sandbox, error) {
+	switch e.isolation {
+	case "none":
+		return nil, nil
+	case "process", "":
+	default:
+		return nil, fmt.Errorf("--render-isolation %q: expected process or none", e.isolation)
+	}
+	mem, err := resource.ParseQuantity(e.workerMemory)
+	if err != nil || mem.Sign() <= 0 {
+		return nil, fmt.Errorf("%s %q: expected a size such as 1Gi", sandbox.FlagMemory, e.workerMemory)
+	}
+	// SLUICE_RENDER_WORKER_ENV adds to the workers' environment what a
+	// test binary serving as a worker needs of it (its libraries' own
+	// start-up); nothing of this process's environment passes otherwise.
+	env := strings.Fields(os.Getenv("SLUICE_RENDER_WORKER_ENV"))
+	return sandbox.New(sandbox.Options{Limits: sandbox.Limits{Memory: mem.Value(), CPU: e.workerCPU}, Env: env})
 }
 
 // dir is the cache directory.
@@ -74,9 +104,13 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	if err != nil {
 		return nil, nil, hydrate.Options{}, err
 	}
+	sb, err := e.sandbox()
+	if err != nil {
+		return nil, nil, hydrate.Options{}, err
+	}
 	h := hydrate.Options{
 		Cache: cache, Registry: reg, Charts: &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
-		StateDir: dir, Limits: lim, Egress: policy, NoRemoteBases: e.limits.noRemoteBases,
+		StateDir: dir, Limits: lim, Egress: policy, NoRemoteBases: e.limits.noRemoteBases, Sandbox: sb,
 	}
 	return cache, b, h, nil
 }

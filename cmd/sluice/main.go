@@ -10,9 +10,15 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"syscall"
+
+	"sluice.dev/sluice/internal/sandbox"
 )
 
 func main() {
+	// A render worker of this binary's own (package sandbox) starts as one.
+	if sandbox.IsWorker(os.Args) {
+		os.Exit(sandbox.Serve(os.Stdin, os.Stdout))
+	}
 	// SLUICE_CPUPROFILE=file writes a CPU profile of the run: a
 	// developer's aid for the benchmarks.
 	if p := os.Getenv("SLUICE_CPUPROFILE"); p != "" {

@@ -70,6 +70,10 @@ dashboard too, each person as themselves.`,
 			if err != nil {
 				return exit(2, err)
 			}
+			sb, err := f.engine.sandbox()
+			if err != nil {
+				return &usageError{err}
+			}
 			cfg, err := cluster.RESTConfig(cluster.ConnectOptions{Kubeconfig: f.kube.kubeconfig, Context: f.kube.context})
 			if err != nil {
 				return exit(2, err)
@@ -79,7 +83,7 @@ dashboard too, each person as themselves.`,
 			err = controller.Run(cmd.Context(), controller.Options{
 				Config: cfg, CacheDir: filepath.Join(dir, "controller"), Concurrent: f.concurrent, RegistryRPS: f.registryRPS,
 				Insecure: f.engine.insecure, Limits: lim, AllowLocalRepos: f.allowLocal, AllowBuilders: f.allowBuilders,
-				AllowRemoteHosts: f.engine.limits.allowRemote, NoRemoteBases: f.engine.limits.noRemoteBases,
+				AllowRemoteHosts: f.engine.limits.allowRemote, NoRemoteBases: f.engine.limits.noRemoteBases, Sandbox: sb,
 				WatchLabelSelector: f.selector, LeaderElection: f.leaderElect, LeaderElectionNamespace: f.leaderNS, LeaderElectionID: f.leaderID,
 				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, Log: log,
 				DashboardAddr: f.dashboardAddr, DashboardAuth: f.dashboard, DashboardReadOnly: f.dashReadOnly,

@@ -21,12 +21,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/sandbox"
 	"sluice.dev/sluice/internal/testenv"
 )
 
 var cp *testenv.ControlPlane
 
 func TestMain(m *testing.M) {
+	if sandbox.IsWorker(os.Args) {
+		os.Exit(sandbox.Serve(os.Stdin, os.Stdout))
+	}
 	if os.Getenv(childEnv) != "" {
 		os.Exit(child())
 	}
@@ -124,10 +128,17 @@ func (e *env) expand(s, name string) string {
 }
 
 // options are a controller's for this test: its shard, a cache of its
-// own, every server on a free loopback port.
+// own, every server on a free loopback port, renders in worker processes
+// (this test binary, as `sluice serve` is its own).
 func (e *env) options() Options {
+	sb, err := sandbox.New(sandbox.Options{Command: []string{os.Args[0], sandbox.WorkerArg}, Env: testenv.WorkerEnv()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(sb.Close)
 	return Options{
-		Config: cp.Config, CacheDir: e.t.TempDir(), WatchLabelSelector: "sluice.dev/test=" + e.shard,
+		Sandbox: sb,
+		Config:  cp.Config, CacheDir: e.t.TempDir(), WatchLabelSelector: "sluice.dev/test=" + e.shard,
 		MetricsAddr: "127.0.0.1:0", ProbeAddr: "127.0.0.1:0", HookAddr: "127.0.0.1:0",
 		// The test's git servers and registry are on loopback, as a team's
 		// in-cluster ones would be on a cluster's network: named.

@@ -37,6 +37,7 @@ import (
 	"sluice.dev/sluice/internal/preview"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/sandbox"
 )
 
 // Options configure the controller.
@@ -71,6 +72,11 @@ type Options struct {
 	// NoRemoteBases refuses remote kustomize bases and files, as Flux's
 	// kustomize-controller --no-remote-bases does.
 	NoRemoteBases bool
+	// Sandbox runs each render, and each pull request template a sync
+	// sets, in a worker process of its own (`sluice serve` always gives
+	// one unless --render-isolation none); nil renders in the
+	// controller's own process.
+	Sandbox *sandbox.Sandbox
 	// WatchLabelSelector shards: only the resources it selects are
 	// reconciled by this controller ("sharding.sluice.dev/key in (a)").
 	WatchLabelSelector string
@@ -220,7 +226,11 @@ func Run(ctx context.Context, o Options) error {
 	sec := credentials.NewSecrets(mgr.GetAPIReader())
 	rec := mgr.GetEventRecorder("sluice-controller")
 	batch := newBatcher(egress.WithPolicy(ctx, policy), eng, o.Concurrent, o.Log)
-	batch.base.Egress, batch.base.NoRemoteBases = policy, o.NoRemoteBases
+	batch.base.Egress, batch.base.NoRemoteBases, batch.base.Sandbox = policy, o.NoRemoteBases, o.Sandbox
+	isolation := "none: renders run in the controller's process"
+	if o.Sandbox != nil {
+		isolation = o.Sandbox.Isolation()
+	}
 	if l, ok := listeners["hook"]; ok {
 		h := &hooks{client: mgr.GetClient(), secrets: sec, log: o.Log, now: o.Now}
 		mux := http.NewServeMux()
@@ -273,7 +283,7 @@ func Run(ctx context.Context, o Options) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrent}).Complete(rcr); err != nil {
 		return err
 	}
-	o.Log.Info("starting", "concurrent", o.Concurrent, "registryRPS", o.RegistryRPS, "watchLabelSelector", o.WatchLabelSelector,
+	o.Log.Info("starting", "concurrent", o.Concurrent, "registryRPS", o.RegistryRPS, "isolation", isolation, "watchLabelSelector", o.WatchLabelSelector,
 		"leaderElection", o.LeaderElection, "hook", addr("hook"), "metrics", addr("metrics"), "probe", addr("probe"))
 	if o.Ready != nil {
 		o.Ready(Addrs{Hook: addr("hook"), Metrics: addr("metrics"), Probe: addr("probe"), Dashboard: addr("dashboard")})

@@ -2,12 +2,15 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/credentials"
+	"sluice.dev/sluice/internal/sandbox"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -267,4 +271,56 @@ func TestRemoteBasesReachOnlyWhatTheOperatorAllows(t *testing.T) {
 	if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "--no-remote-bases") {
 		t.Errorf("a remote base under --no-remote-bases: %q", c.Message)
 	}
+}
+
+// TestARenderPastItsTimeoutLeavesNothingRunning, as a team whose chart
+// loops for ever: the render is killed at its timeout, the sync says so,
+// and nothing of it runs on (an abandoned render goroutine kept 94% of a
+// core busy, and each retry added another). Not parallel: it reads this
+// process's CPU time.
+func TestARenderPastItsTimeoutLeavesNothingRunning(t *testing.T) {
+	e := newEnv(t)
+	e.app.Write(map[string]string{
+		"charts/spin/Chart.yaml":        "apiVersion: v2\nname: spin\nversion: 0.1.0\n",
+		"charts/spin/templates/cm.yaml": "{{ range 100000000000 }}{{ end }}\n",
+	}).Commit("a chart that spins")
+	e.app.Push("main")
+	e.start(func(o *Options) { o.Limits.Timeout = 2 * time.Second })
+	e.apply(strings.NewReplacer("name: web", "name: spin", "path: deploy/web", "path: charts/spin", "apps/web", "apps/spin").Replace(webSync))
+	ms := e.ready("spin", metav1.ConditionFalse, 60*time.Second)
+	if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "render timed out after 2s") || !strings.Contains(c.Message, "charts/spin/templates/cm.yaml") {
+		t.Fatalf("the sync says: %q", c.Message)
+	}
+	// The next retry is seconds away: meanwhile nothing renders.
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	time.Sleep(2 * time.Second)
+	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	used := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) * time.Nanosecond
+	if used > time.Second {
+		t.Errorf("the controller used %s of CPU in the 2 s after the timeout, with nothing to render", used)
+	}
+	if n := runningWorkers(t); n > 1 {
+		t.Errorf("%d render workers run, the retry's at most", n)
+	}
+}
+
+// runningWorkers counts this process's render workers still running.
+func runningWorkers(t *testing.T) int {
+	t.Helper()
+	me := fmt.Sprint(os.Getpid())
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, d := range entries {
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		cmdline, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if len(fields) > 1 && fields[1] == me && fields[0] != "Z" && strings.Contains(string(cmdline), sandbox.WorkerArg) {
+			n++
+		}
+	}
+	return n
 }

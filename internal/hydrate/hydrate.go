@@ -20,6 +20,7 @@ import (
 	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/sandbox"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -94,6 +95,11 @@ type Options struct {
 	// NoRemoteBases refuses remote kustomize bases and files altogether,
 	// as Flux's --no-remote-bases does: a source must hold what it renders.
 	NoRemoteBases bool
+	// Sandbox, if set, renders each sync (and executes each pull request
+	// template a sync sets) in a worker process of its own, within its
+	// limits: what a controller shared by many teams, and `sluice
+	// hydrate`, do. nil renders in this process.
+	Sandbox *sandbox.Sandbox
 	// RenderSlots, if set, bounds the renders of this run together with
 	// those of every other run given the same channel (a controller's
 	// concurrent runs); its capacity is the bound, and Parallel is then

@@ -173,7 +173,12 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	if !r.o.NoRemoteBases {
 		ro.Bases, ro.Fetch = r.openBase, render.FetchFiles(nil)
 	}
-	res, err := render.Render(ctx, src.FS, ms.Spec.Source.Path, ro)
+	var res *render.Result
+	if r.o.Sandbox != nil {
+		res, err = r.o.Sandbox.Render(ctx, src.FS, ms.Spec.Source.Path, ro)
+	} else {
+		res, err = render.Render(ctx, src.FS, ms.Spec.Source.Path, ro)
+	}
 	if err != nil {
 		return fmt.Errorf("rendering %s %s: %w", src.Describe(), ms.Spec.Source.Path, err)
 	}

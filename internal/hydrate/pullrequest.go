@@ -1,12 +1,10 @@
 package hydrate
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"text/template"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
@@ -14,6 +12,7 @@ import (
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/forge"
+	"sluice.dev/sluice/internal/sandbox"
 )
 
 // isProposal says a sync proposes its changes by pull request.
@@ -161,7 +160,7 @@ func (r *runner) pullRequest(ctx context.Context, f forge.Forge, pr *forge.PullR
 			pr.State = v1alpha1.PullRequestClosed
 		}
 	default:
-		title, body, err := describe(spec, base, members, prop)
+		title, body, err := r.describe(ctx, spec, base, members, prop)
 		if err != nil {
 			return nil, err
 		}
@@ -199,8 +198,16 @@ func status(pr *forge.PullRequest, head string, prop destination.Proposal) *v1al
 	return s
 }
 
-// describe renders the title and body templates.
-func describe(spec *v1alpha1.PullRequest, base string, members []*plan, prop destination.Proposal) (string, string, error) {
+// Bounds of a pull request's title and body, as the forges take them.
+const (
+	maxTitle = 1 << 10
+	maxBody  = 64 << 10
+)
+
+// describe renders the title and body templates: Sluice's own here, a
+// sync's in a worker process where the run has a sandbox (a template is
+// code: bounded in output, time and memory there).
+func (r *runner) describe(ctx context.Context, spec *v1alpha1.PullRequest, base string, members []*plan, prop destination.Proposal) (string, string, error) {
 	data := prData{Branch: base}
 	var stat strings.Builder
 	for _, f := range prop.Folders {
@@ -218,31 +225,30 @@ func describe(spec *v1alpha1.PullRequest, base string, members []*plan, prop des
 		data.Syncs = append(data.Syncs, s)
 	}
 	data.Stat = strings.TrimSuffix(stat.String(), "\n")
-	title, err := execute("title", orDefault(spec.Title, defaultTitle), data)
+	title, err := r.execute(ctx, "title", spec.Title, defaultTitle, data, maxTitle)
 	if err != nil {
 		return "", "", err
 	}
-	body, err := execute("body", orDefault(spec.Body, defaultBody), data)
+	body, err := r.execute(ctx, "body", spec.Body, defaultBody, data, maxBody)
 	return strings.TrimSpace(strings.SplitN(title, "\n", 2)[0]), body, err
 }
 
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
+// execute renders one template: the sync's (text), or Sluice's own.
+func (r *runner) execute(ctx context.Context, name, text, own string, data prData, max int) (string, error) {
+	var out string
+	var err error
+	switch {
+	case text == "":
+		out, err = sandbox.ExecuteTemplate(name, own, data, max)
+	case r.o.Sandbox != nil:
+		out, err = r.o.Sandbox.Template(ctx, name, text, data, max)
+	default:
+		out, err = sandbox.ExecuteTemplate(name, text, data, max)
 	}
-	return s
-}
-
-func execute(name, text string, data prData) (string, error) {
-	t, err := template.New(name).Option("missingkey=error").Parse(text)
 	if err != nil {
 		return "", fmt.Errorf("pullRequest.%s: %w", name, err)
 	}
-	var b bytes.Buffer
-	if err := t.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("pullRequest.%s: %w", name, err)
-	}
-	return b.String(), nil
+	return out, nil
 }
 
 // Withdraw proposes, through the branch's pull request, the removal of a

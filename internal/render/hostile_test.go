@@ -266,3 +266,28 @@ func gitIn(t *testing.T, dir, stdin string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestAKustomizationsOwnSchemaStaysItsOwn, as a team whose kustomization
+// sets its own OpenAPI schema (one that knows no Deployment): another
+// team's Deployment rendered after it in the same process keeps its
+// sidecar; kyaml's schema is the process's, and was left set.
+func TestAKustomizationsOwnSchemaStaysItsOwn(t *testing.T) {
+	files := mapFS{
+		"base/kustomization.yaml":   "resources: [deployment.yaml]\n",
+		"base/deployment.yaml":      "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      containers:\n      - {name: app, image: app:1}\n      - {name: sidecar, image: proxy:1}\n",
+		"other/kustomization.yaml":  "resources: [../base]\npatches:\n- path: image.yaml\n",
+		"other/image.yaml":          "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      containers:\n      - {name: app, image: app:2}\n",
+		"custom/kustomization.yaml": "openapi: {path: schema.json}\nresources: [../base]\n",
+		"custom/schema.json":        `{"definitions": {}}`,
+	}
+	if _, err := Render(context.Background(), files.fs(), "custom", Options{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Render(context.Background(), files.fs(), "other", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y, _ := res.YAML(); !strings.Contains(string(y), "name: sidecar") {
+		t.Fatalf("the other team's Deployment lost its sidecar:\n%s", y)
+	}
+}

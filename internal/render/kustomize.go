@@ -125,6 +125,21 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 			err = fmt.Errorf("kustomize panicked: %v", r)
 		}
 	}()
+	// A kustomization's own OpenAPI schema is kyaml's for the whole
+	// process: its build runs alone, and the schema is dropped after, so
+	// that no build sees another's (a worker process per render is the
+	// isolation a controller has; this keeps one process's renders
+	// apart).
+	if ownSchema(g, dir) {
+		schemas.Lock()
+		defer func() {
+			openapi.ResetOpenAPI()
+			schemas.Unlock()
+		}()
+	} else {
+		schemas.RLock()
+		defer schemas.RUnlock()
+	}
 	m, err := krusty.MakeKustomizer(opts).Run(kfs, path.Join("/", dir))
 	if refused != nil {
 		return nil, refused
@@ -154,6 +169,27 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 		out.yaml = nil // the objects changed: the YAML is theirs now
 	}
 	return out, nil
+}
+
+// schemas guards kyaml's process-wide OpenAPI schema: builds that use
+// the built-in one share it; a build that sets its own has it alone.
+var schemas sync.RWMutex
+
+// ownSchema reports whether the kustomization in dir names an OpenAPI
+// schema (kustomize reads only the root's).
+func ownSchema(fsys source.FS, dir string) bool {
+	for _, n := range kustomizationFiles {
+		data, err := fsys.ReadFile(path.Join(dir, n))
+		if err != nil {
+			continue
+		}
+		var k struct {
+			OpenAPI map[string]any `yaml:"openapi"`
+		}
+		goyaml.Unmarshal(data, &k)
+		return len(k.OpenAPI) > 0
+	}
+	return false
 }
 
 // restrictorError is kustomize's message for a file outside the

@@ -398,3 +398,50 @@ var engineVersions = sync.OnceValue(func() map[string]string {
 	}
 	return out
 })
+
+// DecodeOutput parses the objects a render in another process gave (the
+// YAML Result.YAML prints), refusing what no render of Sluice's gives:
+// YAML anchors and aliases (a render's output is plain), more objects or
+// deeper nesting than the limits allow.
+func DecodeOutput(data []byte, lim Limits) ([]*yaml.RNode, error) {
+	lim = lim.WithDefaults()
+	dec := goyaml.NewDecoder(bytes.NewReader(data))
+	var out []*yaml.RNode
+	for i := 1; ; i++ {
+		doc := &goyaml.Node{}
+		if err := dec.Decode(doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("the render's output, document %d: %w", i, err)
+		}
+		if len(doc.Content) == 0 {
+			continue
+		}
+		n := doc.Content[0]
+		if hasAnchors(n) {
+			return nil, fmt.Errorf("the render's output, document %d: holds YAML anchors or aliases, which no render gives", i)
+		}
+		if d := nodeDepth(n); d > lim.Depth {
+			return nil, depthError(fmt.Sprintf("the render's output, document %d", i), n.Line, d, lim.Depth)
+		}
+		if len(out) >= lim.Objects {
+			return nil, &LimitError{What: "the objects rendered", Got: fmt.Sprintf("more than %d", lim.Objects), Max: fmt.Sprint(lim.Objects), Flag: FlagObjects}
+		}
+		out = append(out, yaml.NewRNode(n))
+	}
+}
+
+// hasAnchors reports whether a node or one under it is an alias or
+// carries an anchor.
+func hasAnchors(n *goyaml.Node) bool {
+	if n.Kind == goyaml.AliasNode || n.Anchor != "" {
+		return true
+	}
+	for _, c := range n.Content {
+		if hasAnchors(c) {
+			return true
+		}
+	}
+	return false
+}

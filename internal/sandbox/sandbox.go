@@ -1,0 +1,361 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Limits bound each worker process. A zero field takes its default.
+type Limits struct {
+	// Memory bounds a worker's memory (its Go heap and what the runtime
+	// maps for it). Default 1 GiB.
+	Memory int64 `json:"memory,omitempty"`
+	// CPU bounds a worker's CPU time: a render that loops without
+	// producing anything ends there. Default 2 minutes. The wall-clock
+	// bound is the render's timeout.
+	CPU time.Duration `json:"cpu,omitempty"`
+}
+
+// Flags that raise each limit, named in errors.
+const (
+	FlagMemory = "--render-memory-limit"
+	FlagCPU    = "--render-cpu-limit"
+)
+
+// DefaultLimits are far above what real renders take (kubeflow's largest
+// overlay: 310 MiB and 8 CPU-seconds) and far below what takes a
+// controller down.
+func DefaultLimits() Limits {
+	return Limits{Memory: 1 << 30, CPU: 2 * time.Minute}
+}
+
+// WithDefaults fills the zero fields.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits()
+	if l.Memory <= 0 {
+		l.Memory = d.Memory
+	}
+	if l.CPU <= 0 {
+		l.CPU = d.CPU
+	}
+	return l
+}
+
+// Options configure a Sandbox.
+type Options struct {
+	// Command starts a worker; the default is this binary with WorkerArg.
+	// A test binary names itself (its TestMain serves workers).
+	Command []string
+	// Env is added to a worker's environment, which otherwise holds only
+	// its Go runtime settings.
+	Env []string
+	// Limits bound each worker.
+	Limits Limits
+	// Log receives a record of each worker's end; the default discards.
+	Log *slog.Logger
+}
+
+// Sandbox starts workers, one per render or template.
+type Sandbox struct {
+	command []string
+	env     []string
+	limits  Limits
+	log     *slog.Logger
+
+	once    sync.Once
+	spawner *spawner
+}
+
+// New returns a Sandbox. Workers start on first use.
+func New(o Options) (*Sandbox, error) {
+	s := &Sandbox{command: o.Command, env: o.Env, limits: o.Limits.WithDefaults(), log: o.Log}
+	if len(s.command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding this binary to run render workers: %w", err)
+		}
+		s.command = []string{exe, WorkerArg}
+	}
+	bin, err := filepath.EvalSymlinks(s.command[0])
+	if err != nil {
+		return nil, fmt.Errorf("the render worker's binary: %w", err)
+	}
+	s.command[0] = bin
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s, nil
+}
+
+// Close ends the thread that starts workers. Workers running end with it.
+func (s *Sandbox) Close() {
+	if s.spawner != nil {
+		s.spawner.close()
+	}
+}
+
+// Isolation says how workers are confined, for a log line at start:
+// "process per render, Landlock ABI 7 (no file, no TCP), 1 GiB, 2m0s CPU".
+func (s *Sandbox) Isolation() string {
+	s.start()
+	ll := fmt.Sprintf("Landlock ABI %d (no file but the binary, no TCP)", s.spawner.landlock)
+	if s.spawner.landlock == 0 {
+		ll = "no Landlock: " + s.spawner.why
+	}
+	return fmt.Sprintf("a process per render, %s, memory %d MiB, CPU %s", ll, s.limits.Memory>>20, s.limits.CPU)
+}
+
+func (s *Sandbox) start() {
+	s.once.Do(func() { s.spawner = newSpawner(s.command[0]) })
+}
+
+// worker is one running worker process.
+type worker struct {
+	cmd    *exec.Cmd
+	in     *bufio.Writer
+	out    *bufio.Reader
+	stderr *tailBuffer
+	limits Limits
+	// killed says why the host killed it ("" when it did not).
+	mu     sync.Mutex
+	killed string
+	exited chan struct{}
+	state  *os.ProcessState
+	// closers are the host's ends of the pipes.
+	closers []*os.File
+}
+
+// addressSpace is what a worker's virtual memory may reach: its memory
+// limit and what a Go process reserves beyond its heap (the runtime's
+// page summaries and arena map, thread stacks, the binary): about 1.7
+// GiB of address space, almost none of it memory. The heap itself is
+// watched (watchMemory), under a soft limit; this is the backstop.
+func addressSpace(memory int64) int64 { return memory + 2<<30 }
+
+// spawn starts a worker under limits.
+func (s *Sandbox) spawn(limits Limits) (*worker, error) {
+	s.start()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd := &exec.Cmd{Path: s.command[0], Args: s.command, Stdin: inR, Stdout: outW, Stderr: errW,
+		// Nothing of this process's environment: no credentials, no
+		// proxy, no home. The Go runtime collects within its limit.
+		Env: append([]string{
+			"GOGC=400",
+			fmt.Sprintf("GOMEMLIMIT=%d", limits.Memory*3/4),
+			"GOTRACEBACK=single",
+		}, s.env...),
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	err = s.spawner.start(cmd)
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("starting a render worker: %w", err)
+	}
+	w := &worker{cmd: cmd, in: bufio.NewWriterSize(inW, 64<<10), out: bufio.NewReaderSize(outR, 64<<10),
+		stderr: &tailBuffer{max: 16 << 10}, limits: limits, exited: make(chan struct{})}
+	cpu := uint64((limits.CPU + time.Second - 1) / time.Second)
+	if err := setLimits(cmd.Process.Pid, addressSpace(limits.Memory), cpu); err != nil {
+		w.kill("")
+		w.wait()
+		return nil, fmt.Errorf("limiting a render worker: %w", err)
+	}
+	go func() {
+		w.stderr.ReadFrom(errR)
+		errR.Close()
+	}()
+	w.closers = []*os.File{inW, outR}
+	go func() {
+		w.state, _ = cmd.Process.Wait()
+		close(w.exited)
+	}()
+	return w, nil
+}
+
+// close releases the worker's pipes, once its host is done with them
+// (what it wrote before it ended is read to the end first).
+func (w *worker) close() {
+	for _, f := range w.closers {
+		f.Close()
+	}
+}
+
+// kill ends the worker's process group, remembering why.
+func (w *worker) kill(why string) {
+	w.mu.Lock()
+	if w.killed == "" {
+		w.killed = why
+	}
+	w.mu.Unlock()
+	syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// wait waits for the worker to end: at once after its last message, or
+// killed if it lingers.
+func (w *worker) wait() *os.ProcessState {
+	select {
+	case <-w.exited:
+	case <-time.After(5 * time.Second):
+		w.kill("")
+		<-w.exited
+	}
+	return w.state
+}
+
+// watch kills the worker when ctx ends or its deadline passes, until
+// stop is called.
+func (w *worker) watch(ctx context.Context, deadline time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTimer(deadline)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			w.kill("canceled")
+		case <-t.C:
+			w.kill("timeout")
+		case <-done:
+		case <-w.exited:
+		}
+	}()
+	return func() { close(done) }
+}
+
+// died explains a worker that ended without a result: the limit it
+// reached, and what it last read.
+func (w *worker) died(ctx context.Context, deadline time.Duration, last string, timeoutErr error) error {
+	state := w.wait()
+	w.mu.Lock()
+	killed := w.killed
+	w.mu.Unlock()
+	reading := ""
+	if last != "" {
+		reading = fmt.Sprintf("; it last read %s", last)
+	}
+	var cpu time.Duration
+	if state != nil {
+		cpu = state.UserTime() + state.SystemTime()
+	}
+	stderr := w.stderr.String()
+	switch {
+	case killed == "canceled":
+		return ctx.Err()
+	case killed == "timeout":
+		return fmt.Errorf("%w (the worker was killed after %s%s)", timeoutErr, deadline, reading)
+	case cpu >= w.limits.CPU || signaled(state, syscall.SIGXCPU):
+		return &KilledError{Limit: "CPU", Got: cpu.Round(time.Millisecond).String(), Max: w.limits.CPU.String(), Flag: FlagCPU, Last: last}
+	case strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") || strings.Contains(stderr, "failed to create new OS thread"):
+		return &KilledError{Limit: "memory", Max: fmt.Sprintf("%d MiB", w.limits.Memory>>20), Flag: FlagMemory, Last: last}
+	}
+	detail := lastLine(stderr)
+	if detail == "" && state != nil {
+		detail = state.String()
+	}
+	return fmt.Errorf("the render worker died: %s%s", detail, reading)
+}
+
+// KilledError is a worker ended by one of its limits.
+type KilledError struct {
+	// Limit is what was reached: "memory" or "CPU"; Got and Max how much.
+	Limit, Got, Max string
+	// Flag raises the limit.
+	Flag string
+	// Last is the last file the worker read, where it was.
+	Last string
+}
+
+func (e *KilledError) Error() string {
+	got := ""
+	if e.Got != "" {
+		got = " (" + e.Got + ")"
+	}
+	msg := fmt.Sprintf("the render was killed at its %s limit of %s%s; raise it with %s if this is expected", e.Limit, e.Max, got, e.Flag)
+	if e.Last != "" {
+		msg += "; it last read " + e.Last
+	}
+	return msg
+}
+
+func signaled(state *os.ProcessState, sig syscall.Signal) bool {
+	if state == nil {
+		return false
+	}
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// lastLine is the last non-empty line of s: a Go runtime's fatal error,
+// or the worker's own.
+func lastLine(s string) string {
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if strings.HasPrefix(l, "fatal error:") || strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "render worker:") {
+			return strings.TrimSpace(l)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// tailBuffer keeps the first bytes written to it (where the Go runtime
+// says why it failed), up to max.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (t *tailBuffer) ReadFrom(r interface{ Read([]byte) (int, error) }) {
+	p := make([]byte, 4096)
+	for {
+		n, err := r.Read(p)
+		t.mu.Lock()
+		if room := t.max - t.buf.Len(); room > 0 {
+			t.buf.Write(p[:min(n, room)])
+		}
+		t.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}
+
+// errWorkerGone is a worker whose pipe closed.
+var errWorkerGone = errors.New("the worker ended")

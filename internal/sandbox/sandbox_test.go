@@ -1,0 +1,330 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/source"
+)
+
+// TestMain makes the test binary a worker when a Sandbox starts it, and a
+// probe of its confinement when a test does.
+func TestMain(m *testing.M) {
+	if IsWorker(os.Args) {
+		os.Exit(Serve(os.Stdin, os.Stdout))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "probe" {
+		os.Exit(probe(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// probe tries what a worker must not be able to do, and prints what
+// happened: a file read, a TCP connection, its environment.
+func probe(args []string) int {
+	_, err := os.ReadFile(args[0])
+	fmt.Printf("read: %v\n", err)
+	conn, err := net.DialTimeout("tcp", args[1], 2*time.Second)
+	if err == nil {
+		conn.Close()
+	}
+	fmt.Printf("connect: %v\n", err)
+	fmt.Printf("env: %s\n", strings.Join(os.Environ(), " "))
+	return 0
+}
+
+func newSandbox(t *testing.T, limits Limits) *Sandbox {
+	t.Helper()
+	s, err := New(Options{Command: []string{os.Args[0], WorkerArg}, Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// mapFS is an in-memory source tree.
+type mapFS map[string]string
+
+func (m mapFS) fs() source.FS {
+	f := fstest.MapFS{}
+	for k, v := range m {
+		f[k] = &fstest.MapFile{Data: []byte(v)}
+	}
+	return hashed{f}
+}
+
+type hashed struct{ fstest.MapFS }
+
+func (h hashed) Hash(name string) (string, error) {
+	data, err := h.MapFS.ReadFile(name)
+	if err != nil {
+		return "", err
+	}
+	return source.BlobHash(data), nil
+}
+
+const deployment = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: app, image: app:1}
+      - {name: sidecar, image: proxy:1}
+`
+
+var tree = mapFS{
+	"base/kustomization.yaml":     "resources: [deployment.yaml]\n",
+	"base/deployment.yaml":        deployment,
+	"overlay/kustomization.yaml":  "namespace: dev\nnamePrefix: dev-\nresources: [../base]\npatches:\n- path: image.yaml\n",
+	"overlay/image.yaml":          "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      containers:\n      - {name: app, image: app:2}\n",
+	"chart/Chart.yaml":            "apiVersion: v2\nname: chart\nversion: 0.1.0\n",
+	"chart/values.yaml":           "replicas: 2\n",
+	"chart/templates/deploy.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}}\ndata: {replicas: {{ .Values.replicas | quote }}}\n",
+	"plain/cm.yaml":               "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\n",
+	// A kustomization that brings its own OpenAPI schema: one that knows
+	// no Deployment, so its patches replace lists they would merge.
+	"custom/kustomization.yaml": "openapi: {path: schema.json}\nresources: [../base]\npatches:\n- path: image.yaml\n",
+	"custom/image.yaml":         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      containers:\n      - {name: app, image: app:3}\n",
+	"custom/schema.json":        `{"definitions": {}}`,
+}
+
+// TestARenderInAWorkerIsTheRenderInProcess: objects, inputs and
+// renderer are those of render.Render, for kustomize, helm and plain
+// folders.
+func TestARenderInAWorkerIsTheRenderInProcess(t *testing.T) {
+	s := newSandbox(t, Limits{})
+	for _, dir := range []string{"overlay", "chart", "plain"} {
+		want, err := render.Render(context.Background(), tree.fs(), dir, render.Options{ReleaseName: "r", Origins: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Render(context.Background(), tree.fs(), dir, render.Options{ReleaseName: "r", Origins: true})
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		wy, _ := want.YAML()
+		gy, _ := got.YAML()
+		if string(gy) != string(wy) {
+			t.Errorf("%s: objects\n%s\nwant\n%s", dir, gy, wy)
+		}
+		if fmt.Sprint(got.Inputs) != fmt.Sprint(want.Inputs) {
+			t.Errorf("%s: inputs %v, want %v", dir, got.Inputs, want.Inputs)
+		}
+		if got.Renderer != want.Renderer || fmt.Sprint(got.Origins) != fmt.Sprint(want.Origins) {
+			t.Errorf("%s: renderer %v origins %v, want %v %v", dir, got.Renderer, got.Origins, want.Renderer, want.Origins)
+		}
+	}
+}
+
+// TestNoRenderChangesAnother, as a team whose kustomization sets its own
+// OpenAPI schema: another team's Deployment rendered after it, by the
+// same sandbox, keeps its sidecar (a schema set in process would have
+// made the patch replace the list of containers).
+func TestNoRenderChangesAnother(t *testing.T) {
+	s := newSandbox(t, Limits{})
+	if _, err := s.Render(context.Background(), tree.fs(), "custom", render.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Render(context.Background(), tree.fs(), "overlay", render.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _ := res.YAML()
+	if !strings.Contains(string(y), "name: sidecar") || !strings.Contains(string(y), "image: app:2") {
+		t.Fatalf("the other team's Deployment:\n%s", y)
+	}
+}
+
+// TestAWorkerIsConfined: a worker's process opens no file, connects to
+// no TCP port and holds none of this process's environment (a
+// credential in it, say).
+func TestAWorkerIsConfined(t *testing.T) {
+	s := newSandbox(t, Limits{})
+	s.start()
+	if s.spawner.landlock == 0 {
+		t.Skipf("no Landlock here: %s", s.spawner.why)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv("SLUICE_GIT_PASSWORD", "s3cret")
+	secret := t.TempDir() + "/token"
+	os.WriteFile(secret, []byte("s3cret"), 0o600)
+	var out strings.Builder
+	cmd := &exec.Cmd{Path: s.command[0], Args: []string{s.command[0], "probe", secret, ln.Addr().String()}, Stdout: &out, Stderr: &out,
+		Stdin: strings.NewReader(""), Env: []string{"GOGC=400"}}
+	// Stdin as a reader needs a goroutine and a pipe, opened here: give
+	// the process real files instead.
+	devnull, _ := os.Open(os.DevNull)
+	defer devnull.Close()
+	cmd.Stdin = devnull
+	r, w, _ := os.Pipe()
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := s.spawner.start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	buf := make([]byte, 64<<10)
+	n, _ := readAll(r, buf)
+	cmd.Wait()
+	got := string(buf[:n])
+	for _, want := range []string{"read: open " + secret + ": permission denied", "connect: dial tcp " + ln.Addr().String() + ": connect: permission denied"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the probe says:\n%s\nwant %q", got, want)
+		}
+	}
+	if strings.Contains(got, "s3cret") {
+		t.Errorf("the worker holds this process's environment:\n%s", got)
+	}
+	// This process itself is not confined.
+	if _, err := os.ReadFile(secret); err != nil {
+		t.Errorf("the host lost its own access: %v", err)
+	}
+}
+
+func readAll(f *os.File, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := f.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// chart is a chart of one template.
+func chart(tpl string) mapFS {
+	return mapFS{"c/Chart.yaml": "apiVersion: v2\nname: c\nversion: 0.1.0\n", "c/templates/t.yaml": tpl}
+}
+
+// TestARenderPastItsLimitsIsKilled, as a chart's author: a template that
+// grows without bound is killed at the memory limit, one that loops
+// producing nothing at the CPU limit, one slower than the timeout at
+// the timeout; each says which, and what it last read; no process is
+// left behind.
+func TestARenderPastItsLimitsIsKilled(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	for _, tt := range []struct {
+		name   string
+		files  mapFS
+		limits Limits
+		render render.Limits
+		want   func(error) bool
+	}{
+		{"output that grows", chart("{{ range 25000 }}" + big + "{{ end }}"), Limits{Memory: 256 << 20}, render.Limits{},
+			func(err error) bool {
+				var ke *KilledError
+				return errors.As(err, &ke) && ke.Limit == "memory" && strings.Contains(err.Error(), "--render-memory-limit")
+			}},
+		{"a loop producing nothing", chart("{{ range 100000000000 }}{{ end }}"), Limits{CPU: 2 * time.Second}, render.Limits{},
+			func(err error) bool {
+				var ke *KilledError
+				return errors.As(err, &ke) && ke.Limit == "CPU" && strings.Contains(err.Error(), "--render-cpu-limit") && strings.Contains(err.Error(), "it last read c/templates/t.yaml")
+			}},
+		{"slower than the timeout", chart("{{ range 100000000000 }}{{ end }}"), Limits{}, render.Limits{Timeout: 2 * time.Second},
+			func(err error) bool {
+				return errors.Is(err, render.ErrTimeout) && strings.Contains(err.Error(), "--render-timeout")
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSandbox(t, tt.limits)
+			var before syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_CHILDREN, &before)
+			start := time.Now()
+			_, err := s.Render(context.Background(), tt.files.fs(), "c", render.Options{ReleaseName: "r", Limits: tt.render})
+			if !tt.want(err) {
+				t.Fatalf("err = %v", err)
+			}
+			t.Logf("%s after %s", err, time.Since(start).Round(time.Millisecond))
+			// The worker is gone: its process group is empty.
+			if n := workers(t); n != 0 {
+				t.Errorf("%d worker processes left", n)
+			}
+		})
+	}
+}
+
+// workers counts the processes this one started that still run.
+func workers(t *testing.T) int {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	me := fmt.Sprint(os.Getpid())
+	for _, e := range entries {
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == me && fields[0] != "Z" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestACancelledRenderEndsItsWorker: the caller's context ends (a
+// SIGTERM, a reconcile that is dropped): the worker is killed at once.
+func TestACancelledRenderEndsItsWorker(t *testing.T) {
+	s := newSandbox(t, Limits{})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	_, err := s.Render(ctx, chart("{{ range 100000000000 }}{{ end }}").fs(), "c", render.Options{ReleaseName: "r"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if n := workers(t); n != 0 {
+		t.Errorf("%d worker processes left", n)
+	}
+}
+
+// TestTemplatesAreBoundedInOutputAndTime, as the author of a pull
+// request's title: a template that prints a gigabyte, or loops for ever,
+// fails within its bounds; a sound one gives its text.
+func TestTemplatesAreBoundedInOutputAndTime(t *testing.T) {
+	s := newSandbox(t, Limits{})
+	type sync struct{ Name string }
+	data := struct {
+		Branch string
+		Syncs  []sync
+	}{"main", []sync{{"web"}, {"api"}}}
+	got, err := s.Template(context.Background(), "title", `Hydrate {{.Branch}}: {{range $i, $s := .Syncs}}{{if $i}}, {{end}}{{$s.Name}}{{end}}`, data, 1024)
+	if err != nil || got != "Hydrate main: web, api" {
+		t.Fatalf("a sound template: %q, %v", got, err)
+	}
+	for _, tt := range []struct{ text, want string }{
+		{`{{range 600}}{{printf "%0999999d" 1}}{{end}}`, "output over its limit"},
+		{`{{range 1000000}}{{$.Branch}}{{end}}`, "output over its limit"},
+		{`{{range 100000000000}}{{end}}`, "limit of 10s"},
+		{`{{.Nope}}`, "Nope"},
+	} {
+		start := time.Now()
+		_, err := s.Template(context.Background(), "body", tt.text, data, 64<<10)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.text, err, tt.want)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("%s: ended after %s", tt.text, d)
+		}
+	}
+}
