@@ -34,7 +34,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"sluice.dev/sluice/internal/testenv"
@@ -120,20 +119,23 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	src.Push("main")
 	dstURL := git.CreateRepo(tb, "deploy")
 	dst2URL := git.CreateRepo(tb, "deploy-warm")
+	dst3URL := git.CreateRepo(tb, "deploy-in-process")
 	syncs := filepath.Join(work, "syncs")
 	syncs2 := filepath.Join(work, "syncs-warm")
+	syncs3 := filepath.Join(work, "syncs-in-process")
 	writeSyncs(syncs, srcURL, dstURL, reg.Host, nOverlays, nCharts)
 	writeSyncs(syncs2, srcURL, dst2URL, reg.Host, nOverlays, nCharts)
+	writeSyncs(syncs3, srcURL, dst3URL, reg.Host, nOverlays, nCharts)
 	cache := filepath.Join(work, "cache")
 
 	phase := 0
-	hydrate := func(name, dir string) (measurement, error) {
+	hydrate := func(name, dir string, flags ...string) (measurement, error) {
 		// BENCH_PROFILE=prefix writes a CPU profile of each sluice run.
 		phase++
 		if p := os.Getenv("BENCH_PROFILE"); p != "" {
 			os.Setenv("SLUICE_CPUPROFILE", fmt.Sprintf("%s.%d", p, phase))
 		}
-		m, out, err := timed(name, bin, "hydrate", "-f", dir, "--cache-dir", cache, "-o", "json")
+		m, out, err := timed(name, bin, append([]string{"hydrate", "-f", dir, "--cache-dir", cache, "-o", "json"}, flags...)...)
 		if err != nil {
 			return m, fmt.Errorf("%s: %w\n%s", name, err, tail(out))
 		}
@@ -151,6 +153,13 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 		return err
 	}
 	ms = append(ms, warm)
+	// The cost of isolation: the same, each render in this process.
+	inProcess, err := hydrate("(a') sluice hydrate --render-isolation none, warm cache", syncs3, "--render-isolation", "none")
+	if err != nil {
+		return err
+	}
+	inProcess.note += "; renders in the hydrate process: what isolation costs is (a) less this"
+	ms = append(ms, inProcess)
 
 	// (b) the baseline: one kubectl kustomize per overlay, in sequence, on
 	// a checked-out tree (its clone not counted).
@@ -229,19 +238,61 @@ func timed(name, bin string, args ...string) (measurement, string, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err := cmd.Run()
-	m := measurement{name: name, wall: time.Since(start)}
-	if cmd.ProcessState != nil {
-		m.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		m.maxRS = maxRSS(cmd.ProcessState)
-	}
+	m := measurement{name: name}
+	err := runWatched(cmd, &m)
+	m.wall = time.Since(start)
 	return m, out.String(), err
 }
 
-// maxRSS is a finished process's peak resident set, in KiB.
-func maxRSS(ps *os.ProcessState) int64 {
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss
+// runWatched runs cmd and fills m's CPU time and peak resident set: the
+// kernel's high-water mark of the process's own memory, read as it runs
+// (its rusage's would count this process's too: a child started with
+// vfork takes its parent's high-water mark into its own at exec), and of
+// its children's (render workers), as rusage counts them.
+func runWatched(cmd *exec.Cmd, m *measurement) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	peak := make(chan int64, 1)
+	go func() {
+		var hwm int64
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := vmHWM(cmd.Process.Pid); v > hwm {
+				hwm = v
+			}
+			select {
+			case <-done:
+				peak <- hwm
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	m.maxRS = <-peak
+	if cmd.ProcessState != nil {
+		m.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	return err
+}
+
+// vmHWM is a running process's peak resident set, in KiB (0 once it
+// ended).
+func vmHWM(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb)
+			return kb
+		}
 	}
 	return 0
 }

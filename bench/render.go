@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -10,6 +11,10 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/sandbox"
+	"sluice.dev/sluice/internal/source"
 )
 
 // mainRender compares `sluice render` with the kustomize CLI of the same
@@ -53,7 +58,7 @@ func runRender(tb *benchTB, nOverlays, apps, n int) error {
 	}
 	// Outside a git work tree, sluice render reads from the filesystem's
 	// root, as kustomize does.
-	render := func(tool, dir string) (measurement, []byte, error) {
+	once := func(tool, dir string) (measurement, []byte, error) {
 		args := []string{"render", dir}
 		if tool == kustomize {
 			args = []string{"build", dir}
@@ -62,13 +67,12 @@ func runRender(tb *benchTB, nOverlays, apps, n int) error {
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		start := time.Now()
-		err := cmd.Run()
-		m := measurement{wall: time.Since(start)}
+		var m measurement
+		err := runWatched(cmd, &m)
+		m.wall = time.Since(start)
 		if err != nil {
 			return m, nil, fmt.Errorf("%s %s: %w\n%s", filepath.Base(tool), strings.Join(args, " "), err, tail(errb.String()))
 		}
-		m.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		m.maxRS = maxRSS(cmd.ProcessState)
 		return m, out.Bytes(), nil
 	}
 	// Both must print the same bytes, or the comparison means nothing.
@@ -85,24 +89,61 @@ func runRender(tb *benchTB, nOverlays, apps, n int) error {
 		note           string
 	}
 	var rows []row
+	// A render as hydrate and the controller make it: in a worker process
+	// of the same binary, its CPU and peak RSS its own (the process that
+	// serves it its files spends a few milliseconds more).
+	var used sandbox.Usage
+	sb, err := sandbox.New(sandbox.Options{Command: []string{bin, sandbox.WorkerArg}, Observe: func(u sandbox.Usage) { used = u }})
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	worker := func(root, dir string, kout []byte) (measurement, error) {
+		fsys, err := source.Dir(root)
+		if err != nil {
+			return measurement{}, err
+		}
+		defer fsys.Close()
+		start := time.Now()
+		res, err := sb.Render(context.Background(), fsys, dir, render.Options{})
+		m := measurement{wall: time.Since(start), cpu: used.CPU, maxRS: used.MaxRSS >> 10}
+		if err != nil {
+			return m, fmt.Errorf("a worker's render of %s: %w", dir, err)
+		}
+		want, err := render.DecodeOutput(kout, render.Limits{})
+		if err != nil {
+			return m, err
+		}
+		got, _ := res.YAML()
+		if wy, _ := (&render.Result{Objects: want}).YAML(); !bytes.Equal(got, wy) {
+			return m, fmt.Errorf("%s: the worker's render and kustomize build give different objects", dir)
+		}
+		return m, nil
+	}
 
 	// The monorepo: each overlay once per tool, interleaved, so that the
 	// machine's noise falls on both alike.
-	var sCPU, kCPU, sRSS, kRSS []float64
-	var sTot, kTot measurement
+	var sCPU, kCPU, sRSS, kRSS, wCPU, wRSS []float64
+	var sTot, kTot, wTot measurement
 	for i := 0; i < nOverlays; i++ {
 		dir := filepath.Join(mono, "overlays", fmt.Sprintf("o%03d", i))
-		s, sout, err := render(bin, dir)
+		s, sout, err := once(bin, dir)
 		if err != nil {
 			return err
 		}
-		k, kout, err := render(kustomize, dir)
+		k, kout, err := once(kustomize, dir)
 		if err != nil {
 			return err
 		}
 		if err := same(dir, sout, kout); err != nil {
 			return err
 		}
+		w, err := worker(mono, fmt.Sprintf("overlays/o%03d", i), kout)
+		if err != nil {
+			return err
+		}
+		wCPU, wRSS = append(wCPU, float64(w.cpu)), append(wRSS, float64(w.maxRS))
+		wTot.cpu, wTot.wall, wTot.maxRS = wTot.cpu+w.cpu, wTot.wall+w.wall, max(wTot.maxRS, w.maxRS)
 		sCPU, kCPU = append(sCPU, float64(s.cpu)), append(kCPU, float64(k.cpu))
 		sRSS, kRSS = append(sRSS, float64(s.maxRS)), append(kRSS, float64(k.maxRS))
 		sTot.cpu, kTot.cpu = sTot.cpu+s.cpu, kTot.cpu+k.cpu
@@ -116,16 +157,21 @@ func runRender(tb *benchTB, nOverlays, apps, n int) error {
 	rows = append(rows, row{name: fmt.Sprintf("monorepo: each of %d overlays (mean per overlay; peak RSS the largest)", nOverlays), sluice: sTot, kustom: kTot,
 		note: fmt.Sprintf("median CPU %s vs %s, median peak RSS %d vs %d MiB",
 			round(time.Duration(medianOf(sCPU))), round(time.Duration(medianOf(kCPU))), int64(medianOf(sRSS))>>10, int64(medianOf(kRSS))>>10)})
+	wTot.cpu /= time.Duration(nOverlays)
+	wTot.wall /= time.Duration(nOverlays)
+	rows = append(rows, row{name: fmt.Sprintf("monorepo, each overlay in a render worker (hydrate's and the controller's renders; the worker's CPU)"), sluice: wTot, kustom: kTot,
+		note: fmt.Sprintf("median CPU %s vs %s, median peak RSS %d vs %d MiB",
+			round(time.Duration(medianOf(wCPU))), round(time.Duration(medianOf(kCPU))), int64(medianOf(wRSS))>>10, int64(medianOf(kRSS))>>10)})
 
 	// The kubeflow-sized tree: n runs each, interleaved; medians.
 	var ss, ks []measurement
 	var size int
 	for i := 0; i < n; i++ {
-		s, out, err := render(bin, filepath.Join(kf, "overlays", "example"))
+		s, out, err := once(bin, filepath.Join(kf, "overlays", "example"))
 		if err != nil {
 			return err
 		}
-		k, kout, err := render(kustomize, filepath.Join(kf, "overlays", "example"))
+		k, kout, err := once(kustomize, filepath.Join(kf, "overlays", "example"))
 		if err != nil {
 			return err
 		}
@@ -138,6 +184,16 @@ func runRender(tb *benchTB, nOverlays, apps, n int) error {
 	objects := countObjects(kustomize, filepath.Join(kf, "overlays", "example"))
 	rows = append(rows, row{name: fmt.Sprintf("kubeflow-sized overlay: %d objects, %.1f MB (median of %d)", objects, float64(size)/1e6, n),
 		sluice: medianCPU(ss), kustom: medianCPU(ks)})
+	var ws []measurement
+	kout, _ := exec.Command(kustomize, "build", filepath.Join(kf, "overlays", "example")).Output()
+	for i := 0; i < n; i++ {
+		w, err := worker(kf, "overlays/example", kout)
+		if err != nil {
+			return err
+		}
+		ws = append(ws, w)
+	}
+	rows = append(rows, row{name: fmt.Sprintf("kubeflow-sized overlay in a render worker (median of %d)", n), sluice: medianCPU(ws), kustom: medianCPU(ks)})
 
 	fmt.Printf("`sluice render` against `kustomize build` (kustomize v5.8.2, built from the module proxy), one process per render; both print the same bytes (checked). CPU is user+system, as the kernel reports it.\n\n")
 	fmt.Println("| render | sluice CPU | kustomize CPU | CPU ratio | sluice peak RSS | kustomize peak RSS | RSS ratio | note |")

@@ -41,10 +41,11 @@ func mainServe() {
 	interval := flag.Duration("interval", time.Minute, "the syncs' interval (one idle interval is measured)")
 	pushes := flag.Int("pushes", 20, "webhook pushes timed")
 	followers := flag.Int("followers", 100, "syncs following the tag that moves")
+	isolation := flag.String("isolation", "process", "--render-isolation of the controller and the command line")
 	flag.Parse()
 	tb := newTB()
 	defer tb.cleanup()
-	s := &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: *tags, branches: *branches, interval: *interval, pushes: *pushes, followers: *followers}
+	s := &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: *tags, branches: *branches, interval: *interval, pushes: *pushes, followers: *followers, isolation: *isolation}
 	if err := s.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		tb.cleanup()
@@ -56,6 +57,7 @@ type serveBench struct {
 	tb                                              *benchTB
 	syncs, repos, tags, branches, pushes, followers int
 	interval                                        time.Duration
+	isolation                                       string
 
 	work    string
 	bin     string
@@ -250,7 +252,7 @@ func (s *serveBench) run() error {
 		}
 		os.WriteFile(filepath.Join(cliDir, fmt.Sprintf("r%02d.yaml", r)), b.Bytes(), 0o644)
 	}
-	cli, out, err := timed("sluice hydrate (the command line), cold", s.bin, "hydrate", "-f", cliDir, "--cache-dir", filepath.Join(s.work, "cli-cache"), "-o", "json")
+	cli, out, err := timed("sluice hydrate (the command line), cold", s.bin, "hydrate", "-f", cliDir, "--cache-dir", filepath.Join(s.work, "cli-cache"), "-o", "json", "--render-isolation", s.isolation)
 	if err != nil {
 		return fmt.Errorf("sluice hydrate: %w\n%s", err, tail(out))
 	}
@@ -281,7 +283,7 @@ func (s *serveBench) run() error {
 	}
 	defer logf.Close()
 	s.ctrl = exec.Command(s.bin, "serve", "--kubeconfig", cl.Kubeconfig, "--cache-dir", filepath.Join(s.work, "ctrl-cache"),
-		"--hook-addr", s.hook, "--metrics-addr", s.metrics, "--health-addr", health, "--allow-remote-hosts", "127.0.0.1")
+		"--hook-addr", s.hook, "--metrics-addr", s.metrics, "--health-addr", health, "--allow-remote-hosts", "127.0.0.1", "--render-isolation", s.isolation)
 	s.ctrl.Stdout, s.ctrl.Stderr = logf, logf
 	if err := s.ctrl.Start(); err != nil {
 		return err

@@ -164,7 +164,16 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-r.renders }()
+	// The slot is the render's: pinning waits on registries, and the next
+	// render may run meanwhile.
+	held := true
+	release := func() {
+		if held {
+			<-r.renders
+			held = false
+		}
+	}
+	defer release()
 	p.rendered = true
 	r.o.Log.Debug("rendering", "sync", ms.Name, "source", src.Describe(), "path", ms.Spec.Source.Path)
 	ro := render.Options{
@@ -186,6 +195,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	if err != nil {
 		return fmt.Errorf("rendering %s %s: %w", src.Describe(), ms.Spec.Source.Path, err)
 	}
+	release()
 	written := pin.Images(objs)
 	images, err := pinner.Pin(ctx, objs, ms.Spec.Images)
 	if err != nil {

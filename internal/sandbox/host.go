@@ -40,9 +40,11 @@ func (s *Sandbox) Render(ctx context.Context, fsys source.FS, dir string, o rend
 		}
 		w.kill("")
 		w.wait()
+		w.report(err)
 		return nil, err
 	}
 	w.wait()
+	w.report(nil)
 	res.Inputs = h.tracker.Inputs()
 	return res, nil
 }
@@ -86,6 +88,9 @@ func (h *host) serve(w *worker, dir string) (*render.Result, error) {
 		}
 		switch k {
 		case kindResult:
+			if w.observe != nil {
+				w.notePeak()
+			}
 			return h.result(payload)
 		case kindFailed:
 			return nil, h.failed(w, payload)

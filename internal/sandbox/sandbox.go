@@ -64,6 +64,21 @@ type Options struct {
 	Limits Limits
 	// Log receives a record of each worker's end; the default discards.
 	Log *slog.Logger
+	// Observe, if set, is told what each worker used when it ends (for
+	// metrics), from the goroutine that waited for it.
+	Observe func(Usage)
+}
+
+// Usage is what one worker used.
+type Usage struct {
+	// CPU is its user and system time.
+	CPU time.Duration
+	// MaxRSS is its peak resident set, in bytes, as the kernel counted it
+	// when the worker gave its answer.
+	MaxRSS int64
+	// Killed names the limit that ended it ("timeout", "memory", "CPU"),
+	// "" when it ended by itself.
+	Killed string
 }
 
 // Sandbox starts workers, one per render or template.
@@ -72,6 +87,7 @@ type Sandbox struct {
 	env     []string
 	limits  Limits
 	log     *slog.Logger
+	observe func(Usage)
 
 	once    sync.Once
 	spawner *spawner
@@ -79,7 +95,7 @@ type Sandbox struct {
 
 // New returns a Sandbox. Workers start on first use.
 func New(o Options) (*Sandbox, error) {
-	s := &Sandbox{command: o.Command, env: o.Env, limits: o.Limits.WithDefaults(), log: o.Log}
+	s := &Sandbox{command: o.Command, env: o.Env, limits: o.Limits.WithDefaults(), log: o.Log, observe: o.Observe}
 	if len(s.command) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
@@ -134,6 +150,39 @@ type worker struct {
 	state  *os.ProcessState
 	// closers are the host's ends of the pipes.
 	closers []*os.File
+	observe func(Usage)
+	// peak is the worker's peak resident set when it answered (its
+	// rusage's counts the process that started it too: a vfork's child
+	// takes its parent's high-water mark into its own at exec).
+	peak int64
+}
+
+// notePeak reads the worker's peak resident set, while it runs.
+func (w *worker) notePeak() {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.cmd.Process.Pid))
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
+			w.peak = kb << 10
+		}
+	}
+}
+
+// startupDirs are where the worker's start-up finds the directories this
+// binary's libraries make when a process of it starts (controller-runtime's
+// envtest, linked for `sluice dev cluster`, makes its cache directory
+// then, and panics where it cannot): those this process made, which the
+// worker finds made, and so makes nothing.
+func startupDirs() []string {
+	out := []string{"TMPDIR=" + os.TempDir()}
+	if d, err := os.UserCacheDir(); err == nil {
+		out = append(out, "XDG_CACHE_HOME="+d)
+	}
+	return out
 }
 
 // addressSpace is what a worker's virtual memory may reach: its memory
@@ -166,12 +215,13 @@ func (s *Sandbox) spawn(limits Limits) (*worker, error) {
 	}
 	cmd := &exec.Cmd{Path: s.command[0], Args: s.command, Stdin: inR, Stdout: outW, Stderr: errW,
 		// Nothing of this process's environment: no credentials, no
-		// proxy, no home. The Go runtime collects within its limit.
-		Env: append([]string{
+		// proxy, no home. The Go runtime collects as `sluice` does (rarely,
+		// under a soft limit that keeps a large render near its live heap).
+		Env: append(append([]string{
 			"GOGC=400",
-			fmt.Sprintf("GOMEMLIMIT=%d", limits.Memory*3/4),
+			fmt.Sprintf("GOMEMLIMIT=%d", min(limits.Memory*3/4, 256<<20)),
 			"GOTRACEBACK=single",
-		}, s.env...),
+		}, startupDirs()...), s.env...),
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	err = s.spawner.start(cmd)
@@ -185,7 +235,7 @@ func (s *Sandbox) spawn(limits Limits) (*worker, error) {
 		return nil, fmt.Errorf("starting a render worker: %w", err)
 	}
 	w := &worker{cmd: cmd, in: bufio.NewWriterSize(inW, 64<<10), out: bufio.NewReaderSize(outR, 64<<10),
-		stderr: &tailBuffer{max: 16 << 10}, limits: limits, exited: make(chan struct{})}
+		stderr: &tailBuffer{max: 16 << 10}, limits: limits, exited: make(chan struct{}), observe: s.observe}
 	cpu := uint64((limits.CPU + time.Second - 1) / time.Second)
 	if err := setLimits(cmd.Process.Pid, addressSpace(limits.Memory), cpu); err != nil {
 		w.kill("")
@@ -204,6 +254,23 @@ func (s *Sandbox) spawn(limits Limits) (*worker, error) {
 	return w, nil
 }
 
+// report tells the Sandbox's observer what the worker used, once it
+// ended, and why it ended where one of its limits did.
+func (w *worker) report(err error) {
+	if w.observe == nil || w.state == nil {
+		return
+	}
+	u := Usage{CPU: w.state.UserTime() + w.state.SystemTime(), MaxRSS: w.peak}
+	var ke *KilledError
+	switch {
+	case errors.As(err, &ke):
+		u.Killed = ke.Limit
+	case w.killedFor() == "timeout":
+		u.Killed = "timeout"
+	}
+	w.observe(u)
+}
+
 // close releases the worker's pipes, once its host is done with them
 // (what it wrote before it ended is read to the end first).
 func (w *worker) close() {
@@ -220,6 +287,13 @@ func (w *worker) kill(why string) {
 	}
 	w.mu.Unlock()
 	syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// killedFor says why the host killed the worker ("" when it did not).
+func (w *worker) killedFor() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.killed
 }
 
 // wait waits for the worker to end: at once after its last message, or
@@ -257,9 +331,7 @@ func (w *worker) watch(ctx context.Context, deadline time.Duration) (stop func()
 // reached, and what it last read.
 func (w *worker) died(ctx context.Context, deadline time.Duration, last string, timeoutErr error) error {
 	state := w.wait()
-	w.mu.Lock()
-	killed := w.killed
-	w.mu.Unlock()
+	killed := w.killedFor()
 	reading := ""
 	if last != "" {
 		reading = fmt.Sprintf("; it last read %s", last)
