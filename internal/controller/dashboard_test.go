@@ -66,6 +66,19 @@ func TestDashboardServesEachPersonAsThemselves(t *testing.T) {
 		t.Errorf("a bad token logs in: %d", code)
 	}
 
+	// A login's redirect stays on the dashboard, as an attacker's link
+	// would have it leave: browsers read "/\\evil.example" as another host.
+	for _, next := range []string{`/\evil.example/x`, "//evil.example/x", "https://evil.example/x", "/\t/evil.example/x", `\\evil.example`} {
+		code, h := newBrowserless(t, base).postForm("/login", url.Values{"token": {token}, "next": {next}})
+		if code != http.StatusSeeOther || h.Get("Location") != "/syncs" {
+			t.Errorf("next=%q: %d, Location %q", next, code, h.Get("Location"))
+		}
+	}
+	// Headers are bounded in size.
+	if code, _, _ := get("/syncs", map[string]string{"X-Padding": strings.Repeat("x", 128<<10)}); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a 128 KiB header: %d", code)
+	}
+
 	// alice, by bearer token: her namespace's sync, not the other's.
 	code, body, _ := get("/syncs", bearer)
 	if code != http.StatusOK || !strings.Contains(body, `data-sync="`+e.ns+`/web"`) || strings.Contains(body, "secret-app") {

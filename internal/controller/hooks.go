@@ -45,6 +45,74 @@ type hooks struct {
 	secrets *credentials.Secrets
 	log     *slog.Logger
 	now     func() time.Time
+	// handled are the deliveries acted on, by receiver and delivery ID,
+	// in the last hour: a valid request replayed is ignored.
+	mu      sync.Mutex
+	handled map[string]time.Time
+}
+
+// replayWindow is how long a delivery's ID is remembered.
+const replayWindow = time.Hour
+
+// maxHandled bounds the deliveries remembered (an hour of a busy
+// forge's pushes is far fewer).
+const maxHandled = 100_000
+
+// deliveryID is the ID the sender gives a delivery, "" where it gives
+// none: GitHub's and Gitea's delivery header, Gitlab's event UUID, the
+// registry's event IDs.
+func deliveryID(kind string, hdr http.Header, body []byte) string {
+	switch kind {
+	case "registry":
+		var env struct {
+			Events []struct {
+				ID string `json:"id"`
+			} `json:"events"`
+		}
+		if json.Unmarshal(body, &env) != nil {
+			return ""
+		}
+		var ids []string
+		for _, e := range env.Events {
+			if e.ID == "" {
+				return "" // an event without one: the delivery cannot be told
+			}
+			ids = append(ids, e.ID)
+		}
+		return strings.Join(ids, ",")
+	case "gitlab":
+		return hdr.Get("X-Gitlab-Event-UUID")
+	}
+	return cmp.Or(hdr.Get("X-Gitea-Delivery"), hdr.Get("X-GitHub-Delivery"), hdr.Get("X-Gogs-Delivery"))
+}
+
+// seen reports whether a delivery was acted on in the last hour.
+func (h *hooks) seen(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.handled[key]
+	return ok && h.now().Sub(at) < replayWindow
+}
+
+// remember notes a delivery acted on, forgetting those past the window.
+func (h *hooks) remember(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	if h.handled == nil {
+		h.handled = map[string]time.Time{}
+	}
+	if len(h.handled) >= maxHandled {
+		for k, at := range h.handled {
+			if now.Sub(at) >= replayWindow {
+				delete(h.handled, k)
+			}
+		}
+		if len(h.handled) >= maxHandled {
+			clear(h.handled) // a flood: start over rather than grow
+		}
+	}
+	h.handled[key] = now
 }
 
 // hookReply is what a receiver answers.
@@ -84,6 +152,20 @@ func (h *hooks) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.log.Warn("webhook refused", "receiver", ns+"/"+name, "kind", kind, "from", req.RemoteAddr)
 		return
 	}
+	// A delivery replayed (by anyone who saw it go by) is not acted on
+	// again; a failed one, retried by its sender, is.
+	delivery := ""
+	if id := deliveryID(kind, req.Header, body); id != "" {
+		delivery = ns + "/" + name + "/" + id
+		if h.seen(delivery) {
+			outcome = "replayed"
+			h.log.Warn("webhook replayed", "receiver", ns+"/"+name, "kind", kind, "delivery", id, "from", req.RemoteAddr)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			json.NewEncoder(w).Encode(hookReply{Ignored: "delivery " + id + " was acted on already"})
+			return
+		}
+	}
 	at := h.now()
 	var reply hookReply
 	switch kind {
@@ -106,6 +188,9 @@ func (h *hooks) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	outcome = "accepted"
 	if reply.Ignored != "" {
 		outcome = "ignored"
+	}
+	if delivery != "" {
+		h.remember(delivery)
 	}
 	h.log.Info("webhook", "receiver", ns+"/"+name, "kind", kind, "triggered", len(reply.Triggered), "ignored", reply.Ignored)
 	w.Header().Set("Content-Type", "application/json")

@@ -332,7 +332,8 @@ type httpServer struct {
 func (s *httpServer) NeedLeaderElection() bool { return false }
 
 func (s *httpServer) Start(ctx context.Context) error {
-	srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+	srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

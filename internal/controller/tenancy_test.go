@@ -324,3 +324,44 @@ func runningWorkers(t *testing.T) int {
 	}
 	return n
 }
+
+// TestAReplayedWebhookIsIgnored, as someone who saw a valid delivery go
+// by: sending it again asks nothing of the controller; a new delivery
+// is acted on. The same for a registry's notification.
+func TestAReplayedWebhookIsIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	addrs, _ := e.start()
+	e.apply(webSync)
+	e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	e.receiver("hooks", "s3cret")
+	hookURL := "http://" + addrs.Hook + "/hook/" + e.ns + "/hooks"
+	asked := func() string { return e.sync("web").Annotations[v1alpha1.ReconcileRequestAnnotation] }
+
+	push := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, e.appURL)
+	signed := func(delivery string) map[string]string {
+		return map[string]string{"X-GitHub-Event": "push", "X-GitHub-Delivery": delivery, "X-Hub-Signature-256": "sha256=" + sign("s3cret", push)}
+	}
+	if code, body := post(t, hookURL, push, signed("d-1")); code != http.StatusAccepted || !strings.Contains(body, "ManifestSync/web") {
+		t.Fatalf("a delivery: %d %s", code, body)
+	}
+	first := asked()
+	if code, body := post(t, hookURL, push, signed("d-1")); code != http.StatusOK || !strings.Contains(body, "delivery d-1 was acted on already") {
+		t.Fatalf("the delivery replayed: %d %s", code, body)
+	}
+	if got := asked(); got != first {
+		t.Fatalf("the replay asked for a reconcile: %q, after %q", got, first)
+	}
+	if code, _ := post(t, hookURL, push, signed("d-2")); code != http.StatusAccepted {
+		t.Fatalf("a new delivery: %d", code)
+	}
+
+	note := fmt.Sprintf(`{"events":[{"id":"ev-1","action":"push","target":{"repository":"team/app","tag":"v1"},"request":{"host":%q}}]}`, e.reg.Host)
+	bearer := map[string]string{"Authorization": "Bearer s3cret"}
+	if code, body := post(t, hookURL, note, bearer); code != http.StatusAccepted {
+		t.Fatalf("a notification: %d %s", code, body)
+	}
+	if code, body := post(t, hookURL, note, bearer); code != http.StatusOK || !strings.Contains(body, "delivery ev-1 was acted on already") {
+		t.Fatalf("the notification replayed: %d %s", code, body)
+	}
+}

@@ -229,10 +229,15 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// safeNext keeps a redirect on this dashboard.
+// safeNext keeps a redirect on this dashboard: a path of it, nothing a
+// browser could read as another host ("//evil.example", "/\\evil.example":
+// browsers take a backslash for a slash), no control character.
 func safeNext(next string) string {
 	u, err := url.Parse(next)
-	if err != nil || next == "" || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(next, "//") {
+	switch {
+	case err != nil, next == "", u.Scheme != "", u.Host != "", u.User != nil, u.Opaque != "",
+		!strings.HasPrefix(next, "/"), len(next) > 1 && (next[1] == '/' || next[1] == '\\'),
+		strings.ContainsAny(next, "\\"), strings.IndexFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
 		return "/syncs"
 	}
 	return next

@@ -96,11 +96,16 @@ func (b *broker) serve(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	ch := b.subscribe()
 	defer b.unsubscribe(ch)
+	// A stream lives past the server's write timeout: each write has a
+	// deadline of its own, a reader too slow for it is dropped.
+	rc := http.NewResponseController(w)
+	rc.SetWriteDeadline(time.Now().Add(time.Minute))
 	fmt.Fprint(w, "retry: 2000\n\n")
 	flusher.Flush()
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
 	for {
+		rc.SetWriteDeadline(time.Now().Add(time.Minute))
 		select {
 		case <-r.Context().Done():
 			return

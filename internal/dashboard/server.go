@@ -262,9 +262,18 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, page string, dat
 	}
 }
 
+// writeTimeout bounds writing a response: the longest page is a
+// preview, bounded at 2 minutes itself.
+const writeTimeout = 3 * time.Minute
+
 // Serve serves the dashboard on l until ctx ends.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// Bounded everywhere a client could hold a connection: its headers
+	// (their time and size), its body, the response (a slow reader), the
+	// idle wait between requests. The event streams extend their own
+	// write deadline as they go.
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: writeTimeout, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() {
 		<-ctx.Done()
 		s.events.close()
