@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -211,6 +212,47 @@ func TestPullRequestSettingsOnGitea(t *testing.T) {
 	if p.Title != "WIP: Deploy main" || len(p.RequestedReviewers) != 1 || p.RequestedReviewers[0].Login != "reviewer" ||
 		!strings.HasPrefix(p.Body, "web from "+app.Dir) || !strings.Contains(p.Body, "`apps/web`: 2 added, 0 changed, 0 removed") {
 		t.Errorf("a draft with a reviewer and templates: %+v", p)
+	}
+
+	// A body template that would print a gigabyte, as a team that may set
+	// templates could write one: it runs in a worker, bounded, and fails
+	// the sync in seconds; this process never holds the gigabyte.
+	dstURL := g.CreateRepo(t, "hostile")
+	dst := testenv.NewWork(t, g.PushURL(dstURL))
+	dst.Write(map[string]string{"README.md": "# deploy\n"}).Commit("init")
+	dst.Push("main")
+	obj := &v1alpha1.ManifestSync{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: v1alpha1.ManifestSyncSpec{
+		Source: v1alpha1.Source{Repo: app.Dir, Path: "deploy/web"},
+		Destination: v1alpha1.Destination{Repo: dstURL, Branch: "main", Path: "apps/web", Mode: v1alpha1.ModePullRequest,
+			PullRequest: &v1alpha1.PullRequest{Forge: v1alpha1.ForgeGitea, Body: `{{range 600}}{{printf "%0999999d" 1}}{{end}}`}},
+	}}
+	ms, err := config.FromManifestSync(obj, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	var rep *Report
+	var start time.Time
+	sb := testSandbox(t)
+	for range 50 { // Gitea answers 404 for a new repository's pull requests for a moment
+		runtime.ReadMemStats(&before)
+		start = time.Now()
+		rep, err = Run(context.Background(), []config.ManifestSync{ms}, Options{Sandbox: sb, Registry: registry.New(),
+			Cache: source.NewCache(t.TempDir(), source.WithAuth(source.Auth{Password: tok.SHA1, Hosts: []string{u.Host}}))})
+		runtime.ReadMemStats(&after)
+		if err != nil || !strings.Contains(rep.Results[0].Error, "404 Not Found") {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil || rep.Results[0].Result != Failed || !strings.Contains(rep.Results[0].Error, "pullRequest.body") || !strings.Contains(rep.Results[0].Error, "output over its limit") {
+		t.Fatalf("a hostile body template: %v %+v", err, rep)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("the hostile template took %s", d)
+	}
+	if grew := int64(after.TotalAlloc - before.TotalAlloc); grew > 256<<20 {
+		t.Errorf("this process allocated %d MiB for the template", grew>>20)
 	}
 
 	res = run("automerged", v1alpha1.PullRequest{AutoMerge: true, Forge: v1alpha1.ForgeGitea})

@@ -157,3 +157,35 @@ func TestGlobsOverSymlinkCyclesFailFast(t *testing.T) {
 		t.Errorf("refused after %s", d)
 	}
 }
+
+// TestFoundResourcesNameNoSecretAndSetNoTemplateUnlessAllowed: what a
+// repository's author may not choose for the machine that reconciles
+// it: which Secret it uses, and code (a pull request template) it runs.
+func TestFoundResourcesNameNoSecretAndSetNoTemplateUnlessAllowed(t *testing.T) {
+	f := testenv.NewPlatform(t)
+	write := func(spec string) {
+		f.Code.Write(f.Expand(map[string]string{"deploy/sluice/found.yaml": `apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: found, labels: {env: dev}}
+spec:
+  source: {repo: ., path: deploy/overlays/dev}
+` + spec})).Commit("found")
+		f.Code.Push("main")
+	}
+	load := func(overrides string) error {
+		cache, _ := engines(f)
+		_, err := Load(context.Background(), cache, []string{f.RepoConfig("rc.yaml", overrides)}, override.Set{})
+		return err
+	}
+	write("  destination: {repo: DEPLOY, branch: env/found, path: apps/found, secretRef: {name: deploy-token}}\n")
+	if err := load(""); err == nil || !strings.Contains(err.Error(), "found.yaml") || !strings.Contains(err.Error(), "spec.destination.secretRef") || !strings.Contains(err.Error(), "spec.credentials") {
+		t.Errorf("a found sync naming a Secret: %v", err)
+	}
+	write("  destination: {repo: DEPLOY, branch: env/found, path: apps/found, mode: pullRequest, pullRequest: {forge: gitea, title: '{{range 600}}{{printf \"%0999999d\" 1}}{{end}}'}}\n")
+	if err := load(""); err == nil || !strings.Contains(err.Error(), "spec.destination.pullRequest.title") || !strings.Contains(err.Error(), "allowPullRequestTemplates: true") {
+		t.Errorf("a found sync setting a template: %v", err)
+	}
+	if err := load("  allowPullRequestTemplates: true\n"); err != nil {
+		t.Errorf("a template its RepoConfig allows: %v", err)
+	}
+}
