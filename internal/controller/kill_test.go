@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -115,7 +116,13 @@ func TestKilledMidPush(t *testing.T) {
 		ctrl.Wait()
 		close(proceed)
 		e.hook.Store(nil)
-		time.Sleep(200 * time.Millisecond) // the held push lands (or fails)
+		// The held push lands (or fails): every request answered.
+		e.eventually(30*time.Second, func() string {
+			if served, got := e.git.Served.Load(), e.git.Requests.Load(); served != got {
+				return fmt.Sprintf("%d of %d requests answered", served, got)
+			}
+			return ""
+		})
 		e.git.FailWith(nil)
 		if landed := e.tip("env/dev") != before; landed != lands {
 			t.Fatalf("round %d: the push landed: %v, want %v", round, landed, lands)

@@ -72,10 +72,17 @@ func (r *ManifestSyncReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if obj.Spec.Suspend {
 		log.Debug("suspended")
+		// A request made while suspended is kept for the resume: its first
+		// reconcile reads what the remotes hold since the request.
+		asked, ok := requestedAt(obj, &obj.Status.ReconcileStatus, r.now())
+		r.attempts.since(req.NamespacedName, asked, ok)
 		return ctrl.Result{}, r.patchStatus(ctx, obj, func(st *v1alpha1.ManifestSyncStatus) {
 			if st.ObservedGeneration != obj.Generation {
 				settle(obj, &st.ReconcileStatus, metav1.ConditionFalse, v1alpha1.ReasonSuspended, "suspended: spec.suspend is set")
 			}
+			// A request is seen, and nothing done: said, so that whoever
+			// asked is not left waiting.
+			st.LastHandledReconcileAt = obj.Annotations[v1alpha1.ReconcileRequestAnnotation]
 		})
 	}
 	interval := intervalOf(obj.Spec.Interval)

@@ -74,11 +74,14 @@ func TestManifestSyncLifecycle(t *testing.T) {
 		t.Errorf("kubectl get manifestsyncs:\n%s", out)
 	}
 
-	// A new source commit is not fetched before the interval (1h) ...
+	// A new source commit is not fetched before the interval (1h), though
+	// the sync is reconciled (a new generation: a shorter interval, still
+	// longer than the clone's age) ...
 	e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {a: '1'}\n"}).Commit("cm")
 	e.app.Push("main")
-	time.Sleep(time.Second)
-	if e.tip("env/dev") != tip {
+	e.apply(strings.Replace(webSync, "interval: 1h", "interval: 59m", 1))
+	ms = e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	if e.tip("env/dev") != tip || ms.Status.Source.Commit == e.app.Head() {
 		t.Fatal("the destination moved before the interval or any request")
 	}
 	// ... but at once when a person asks, with date +%s.
@@ -150,7 +153,8 @@ func TestManifestSyncLifecycle(t *testing.T) {
 	e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {a: '3'}\n"}).Commit("cm 3")
 	e.app.Push("main")
 	e.requestReconcile(ms, "suspended-request")
-	time.Sleep(2 * time.Second)
+	// The request is handled (seen, and nothing done) before the look.
+	e.ready("web", metav1.ConditionFalse, 10*time.Second)
 	if e.tip("env/dev") != tip {
 		t.Fatal("a suspended sync committed")
 	}

@@ -3,9 +3,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,11 +75,28 @@ func TestTwoReplicasOneWriter(t *testing.T) {
 
 // Two shards (as Flux shards: a label selector per controller) writing
 // one destination branch: every sync lands, none is lost, nothing is
-// forced.
+// forced. The shards are made to race: the first push waits on the git
+// server until the other shard's push arrives, built on the same tip.
 func TestTwoShardsOneBranch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	before := e.tip("main")
+	var pushes atomic.Int64
+	both := make(chan struct{})
+	var once sync.Once
+	hook := func(r *http.Request) {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/deploy.git/git-receive-pack") {
+			return
+		}
+		if pushes.Add(1) == 2 {
+			once.Do(func() { close(both) })
+		}
+		select {
+		case <-both:
+		case <-time.After(20 * time.Second):
+		}
+	}
+	e.hook.Store(&hook)
 	for _, shard := range []string{"a", "b"} {
 		e.start(func(o *Options) {
 			o.WatchLabelSelector = "sluice.dev/test=" + e.shard + ",sharding.sluice.dev/key=" + shard
@@ -122,7 +142,9 @@ spec:
 	if merges := e.dst("rev-list", "--merges", "env/dev"); merges != "" {
 		t.Errorf("merge commits on env/dev: %s", merges)
 	}
-	if len(commits) < 2 {
-		t.Logf("the shards' syncs landed in %d commit(s)", len(commits))
+	// They raced: two pushes on one tip, the loser's redone on the
+	// winner's commit.
+	if len(commits) < 2 || pushes.Load() < 3 {
+		t.Errorf("the shards did not race: %d commits, %d pushes", len(commits), pushes.Load())
 	}
 }

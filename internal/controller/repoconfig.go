@@ -59,10 +59,16 @@ func (r *RepoConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	st := &obj.Status
 	if obj.Spec.Suspend {
+		// A request made while suspended is kept for the resume.
+		asked, ok := requestedAt(obj, &st.ReconcileStatus, r.now())
+		r.attempts.since(req.NamespacedName, asked, ok)
 		return ctrl.Result{}, patchStatus(ctx, r.Client, obj, func() {
 			if st.ObservedGeneration != obj.Generation {
 				settle(obj, &st.ReconcileStatus, metav1.ConditionFalse, v1alpha1.ReasonSuspended, "suspended: spec.suspend is set")
 			}
+			// A request is seen, and nothing done: said, so that whoever
+			// asked is not left waiting.
+			st.LastHandledReconcileAt = obj.Annotations[v1alpha1.ReconcileRequestAnnotation]
 		})
 	}
 	interval := intervalOf(obj.Spec.Interval)

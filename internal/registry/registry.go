@@ -30,6 +30,7 @@ type Client struct {
 	backoff  remote.Backoff
 	rt       http.RoundTripper
 	ttl      time.Duration
+	now      func() time.Time
 	limit    *Limiter
 
 	pullerOnce sync.Once
@@ -75,6 +76,9 @@ func WithBackoff(b remote.Backoff) Option { return func(c *Client) { c.backoff =
 // remote.DefaultTransport.
 func WithTransport(rt http.RoundTripper) Option { return func(c *Client) { c.rt = rt } }
 
+// WithClock sets the clock answers age by. The default is time.Now.
+func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+
 // WithTTL makes a long-lived Client (a controller's) look a tag up again
 // once its answer is older than d: one look-up per repository:tag per d,
 // shared by every caller. The default, 0, remembers answers for the
@@ -109,6 +113,7 @@ func New(opts ...Option) *Client {
 		insecure: map[string]bool{},
 		backoff:  remote.Backoff{Duration: 200 * time.Millisecond, Factor: 3.0, Jitter: 0.1, Steps: 4},
 		rt:       remote.DefaultTransport,
+		now:      time.Now,
 		digests:  map[string]*call[string]{},
 		tags:     map[string]*call[[]string]{},
 	}
@@ -284,14 +289,14 @@ func memo[T any](ctx context.Context, c *Client, m map[string]*call[T], key stri
 	}
 	c.mu.Lock()
 	cl, ok := m[key]
-	if ok && ttl > 0 && time.Since(cl.at) > ttl {
+	if ok && ttl > 0 && c.now().Sub(cl.at) > ttl {
 		ok = false // stale: ask again
 	}
 	if nb, _ := ctx.Value(notBeforeKey{}).(time.Time); ok && cl.at.Before(nb) {
 		ok = false // asked for something newer
 	}
 	if !ok {
-		cl = &call[T]{done: make(chan struct{}), at: time.Now()}
+		cl = &call[T]{done: make(chan struct{}), at: c.now()}
 		m[key] = cl
 	}
 	c.mu.Unlock()

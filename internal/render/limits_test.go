@@ -55,11 +55,20 @@ func TestRenderPastItsTimeoutReturnsAtOnce(t *testing.T) {
 	}
 	files := mapFS{"k/kustomization.yaml": "namePrefix: p-\nresources: [all.yaml]\n", "k/all.yaml": many}
 	start := time.Now()
+	if _, err := Render(context.Background(), files.fs(), "k", Options{}); err != nil {
+		t.Fatal(err)
+	}
+	whole := time.Since(start)
+	start = time.Now()
 	_, err := Render(context.Background(), files.fs(), "k", Options{Limits: Limits{Timeout: time.Millisecond}})
 	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "raise the limit with --render-timeout") {
 		t.Fatalf("err = %v", err)
 	}
-	t.Logf("returned after %s", time.Since(start))
+	// At once: not after the render it abandons (a generous bound, for a
+	// busy machine: a quarter of the whole render).
+	if took := time.Since(start); took > whole/4 {
+		t.Errorf("returned after %s, the whole render takes %s", took, whole)
+	}
 	// A cancelled caller gets its own error, not a timeout.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -204,11 +204,18 @@ metadata:
 data: {title: Web}
 `))
 			// poke makes the controller reconcile the ApplicationSet now.
+			// poke asks the ApplicationSet controller to refresh, as `argocd
+			// appset` does, and waits until it has: it takes the
+			// annotation off once it has updated the Applications.
 			poke := func() {
 				set := get(t, c, "argoproj.io/v1alpha1", "ApplicationSet", argoNS, "apps")
-				if err := mergePatch(ctx, c.Kube(), set, map[string]any{"metadata": map[string]any{"annotations": map[string]any{"test.sluice.dev/poke": time.Now().String()}}}, "poking"); err != nil {
+				if err := mergePatch(ctx, c.Kube(), set, map[string]any{"metadata": map[string]any{"annotations": map[string]any{"argocd.argoproj.io/application-set-refresh": "true"}}}, "poking"); err != nil {
 					t.Fatal(err)
 				}
+				waitUntil(t, 30*time.Second, "the ApplicationSet controller to refresh", func() bool {
+					_, asked := get(t, c, "argoproj.io/v1alpha1", "ApplicationSet", argoNS, "apps").GetAnnotations()["argocd.argoproj.io/application-set-refresh"]
+					return !asked
+				})
 			}
 			s := startSession(t, c, Options{Namespace: ns})
 			_, err := s.Apply(ctx, parse(t, ns, cm("web", "title: Dev")), cluster.ApplyOptions{})
@@ -240,9 +247,7 @@ data: {title: Web}
 				t.Fatalf("owners %+v, want one paused by %s", rec.Owners, tc.how)
 			}
 			poke()
-			time.Sleep(2 * time.Second)
 			poke()
-			time.Sleep(2 * time.Second)
 			if why, err := held(ctx, s, s.Record().Owners[0]); err != nil || why != "" {
 				t.Fatalf("the pause did not hold against the ApplicationSet controller: %s %v", why, err)
 			}

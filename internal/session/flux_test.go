@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/testenv"
@@ -150,6 +152,30 @@ func (f *realFlux) applied(apiVersion, kind, name, revision string) {
 		if got != revision || condition(u, "Ready") != "True" {
 			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 			return fmt.Sprintf("%s %s: applied %q (want %q), conditions %v", kind, name, got, revision, conds)
+		}
+		return ""
+	})
+}
+
+// looked asks a Flux object (in the Flux namespace) to reconcile now and
+// waits until its controller says it handled the request
+// (status.lastHandledReconcileAt): what a test asserts next follows a
+// look of the controller's, not a guess of how long one takes.
+func (f *realFlux) looked(apiVersion, kind, name string) {
+	f.t.Helper()
+	v := fmt.Sprint(time.Now().UnixNano())
+	u := get(f.t, f.c, apiVersion, kind, f.fluxNS, name)
+	if u == nil {
+		f.t.Fatalf("%s %s not found", kind, name)
+	}
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, annotationFluxReconcile, v))
+	if err := f.c.Kube().Patch(context.Background(), u, patch); err != nil {
+		f.t.Fatal(err)
+	}
+	f.eventually(60*time.Second, func() string {
+		u := get(f.t, f.c, apiVersion, kind, f.fluxNS, name)
+		if got, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt"); got != v {
+			return fmt.Sprintf("%s %s has not handled the request %s (last %q)", kind, name, v, got)
 		}
 		return ""
 	})
@@ -334,8 +360,9 @@ func TestAnObjectTheSessionDeletedComesBackFluxOwned(t *testing.T) {
 	if v, _, _ := unstructured.NestedBool(ks.Object, "spec", "suspend"); !v {
 		t.Fatalf("the Kustomization is not suspended: %v", ks.Object["spec"])
 	}
-	// Three of its intervals later, settings is still gone.
-	time.Sleep(6 * time.Second)
+	// Asked to reconcile, kustomize-controller looks, and settings is
+	// still gone.
+	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
 	if get(t, f.c, "v1", "ConfigMap", f.ns, "settings") != nil {
 		t.Fatal("Flux recreated the ConfigMap the session deleted")
 	}
@@ -459,7 +486,7 @@ func TestAParentKustomizationCannotUndoTheChildsSuspend(t *testing.T) {
 	// git moves; the parent applies the new revision, skipping apps.
 	rev := f.push(map[string]string{"apps/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '2'}\n"}, "other v2")
 	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet", rev)
-	time.Sleep(3 * time.Second) // another interval of the parent's
+	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet") // and once more
 	apps = get(t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps")
 	if !suspended(apps) {
 		t.Fatalf("the parent put suspend: false back from git: %v", apps.Object["spec"])
@@ -539,7 +566,8 @@ func TestAHelmReleaseIsSuspendedAndHeldAgainstItsParent(t *testing.T) {
 	// and the session's object stays.
 	rev := f.push(map[string]string{"apps/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '2'}\n"}, "other v2")
 	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet", rev)
-	time.Sleep(3 * time.Second)
+	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet")
+	f.looked("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
 	if hr = get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.fluxNS, "web"); !suspended(hr) {
 		t.Fatalf("the parent resumed the HelmRelease: %v", hr.Object["spec"])
 	}
@@ -585,7 +613,7 @@ func TestCleanupOfAKilledSessionHandsObjectsBackToFlux(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.stopHeartbeat() // as if killed -9
-	time.Sleep(2500 * time.Millisecond)
+	staleSoon(t, f.c, s.Name())
 	rs, err := Cleanup(ctx, f.c, false, StopOptions{})
 	if err != nil || !containsSession(rs, s.Name()) {
 		t.Fatalf("cleanup: %v %+v", err, rs)

@@ -129,3 +129,20 @@ func startSession(t *testing.T, c *cluster.Client, o Options) *Session {
 	}
 	return s
 }
+
+// staleSoon waits until a session whose heartbeat stopped is stale (its
+// Lease expired), as `sluice run list` would show it.
+func staleSoon(t *testing.T, c *cluster.Client, name string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		in, err := Get(context.Background(), c, name)
+		if err == nil && in.State == StateStale {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s is not stale: %+v, %v", name, in, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

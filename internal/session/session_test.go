@@ -381,11 +381,7 @@ func TestStopFromAnotherProcessAndCleanupOfStaleSessions(t *testing.T) {
 	if rs, err := Cleanup(ctx, c, false, StopOptions{}); err != nil || len(rs) != 0 && containsSession(rs, s.Name()) {
 		t.Fatalf("cleanup restored a live session: %v %+v", err, rs)
 	}
-	time.Sleep(2500 * time.Millisecond)
-	in, err := Get(ctx, c, s.Name())
-	if err != nil || in.State != StateStale {
-		t.Fatalf("state %q, %v", in.State, err)
-	}
+	staleSoon(t, c, s.Name())
 	rs, err := Cleanup(ctx, c, false, StopOptions{})
 	if err != nil || !containsSession(rs, s.Name()) {
 		t.Fatalf("cleanup: %v %+v", err, rs)
@@ -498,10 +494,10 @@ func TestTheLastSessionRemovesTheNamespaceItCreated(t *testing.T) {
 	if err := c.Kube().Create(ctx, keep); err != nil {
 		t.Fatal(err)
 	}
+	// Stop decides whether the namespace goes before it returns.
 	if _, err := s.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
 	if n := system(); n == nil || n.DeletionTimestamp != nil {
 		t.Fatalf("removed with someone else's ConfigMap in it: %+v", n)
 	}

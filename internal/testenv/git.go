@@ -19,8 +19,9 @@ type GitServer struct {
 	// Root is the directory holding the bare repositories.
 	Root string
 	srv  *httptest.Server
-	// Requests counts the HTTP requests served.
+	// Requests counts the HTTP requests received, Served those answered.
 	Requests atomic.Int64
+	Served   atomic.Int64
 	user     string
 	password string
 	hook     func(*http.Request)
@@ -84,6 +85,7 @@ func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.Requests.Add(1)
+		defer s.Served.Add(1)
 		if s.hook != nil {
 			s.hook(r)
 		}

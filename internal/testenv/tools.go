@@ -125,15 +125,3 @@ func ImageBinary(t TB) string {
 	}
 	return p
 }
-
-// WorkerEnv is what a test binary needs in its environment to serve as
-// a render worker (package sandbox starts workers with almost none):
-// controller-runtime's envtest makes a cache directory when the binary
-// starts, and finds the one this process made through it.
-func WorkerEnv() []string {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return nil
-	}
-	return []string{"XDG_CACHE_HOME=" + dir}
-}
