@@ -2,6 +2,7 @@ package controller
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,17 +28,22 @@ func intervalOf(d *metav1.Duration) time.Duration {
 // (the annotation's value: RFC 3339 or Unix seconds, as `date +%s` gives),
 // when it is new: that reconcile reads what the remotes hold since then,
 // however young what the controller remembers. A value that is no time
-// at all asks for now. Never later than now: a clock ahead of this one
-// does not make every reconcile fetch again.
+// at all asks for now. A value in whole seconds means the end of its
+// second: a clone taken earlier in that second may predate the push the
+// person saw. Never later than now: a clock ahead of this one does not
+// make every reconcile fetch again.
 func requestedAt(obj metav1.Object, st *v1alpha1.ReconcileStatus, now time.Time) (time.Time, bool) {
 	v, ok := obj.GetAnnotations()[v1alpha1.ReconcileRequestAnnotation]
 	if !ok || v == st.LastHandledReconcileAt {
 		return time.Time{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
+	if err == nil && !strings.Contains(v, ".") {
+		t = t.Add(time.Second - 1)
+	}
 	if err != nil {
 		if secs, serr := strconv.ParseInt(v, 10, 64); serr == nil {
-			t, err = time.Unix(secs, 0), nil
+			t, err = time.Unix(secs, 0).Add(time.Second-1), nil
 		}
 	}
 	if err != nil || t.After(now) {

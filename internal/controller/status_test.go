@@ -18,7 +18,9 @@ func TestRequestedAtReadsWhatPeopleAndWebhooksWrite(t *testing.T) {
 		asked          bool
 	}{
 		{"", "", time.Time{}, false},
-		{"1796292000", "", time.Unix(1796292000, 0), true},                                    // date +%s
+		{"1796291940", "", time.Unix(1796291940, 0).Add(time.Second - 1), true},               // date +%s: the end of that second
+		{"2026-12-03T09:59:00Z", "", time.Date(2026, 12, 3, 9, 59, 0, 1e9-1, time.UTC), true}, // whole seconds too
+		{"1796292000", "", now, true}, // this second: now
 		{"2026-12-03T09:59:00.5Z", "", time.Date(2026, 12, 3, 9, 59, 0, 5e8, time.UTC), true}, // a webhook's
 		{"2026-12-03T11:00:00Z", "", now, true},                                               // a clock ahead: now
 		{"whenever", "", now, true},                                                           // no time at all: now
