@@ -29,9 +29,6 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	// Commands run in this process start this binary as their render
-	// workers.
-	os.Setenv("SLUICE_RENDER_WORKER_ENV", strings.Join(testenv.WorkerEnv(), " "))
 	testenv.RunWithControlPlane(m, &cp)
 }
 

@@ -83,7 +83,7 @@ func serveDev(ctx context.Context, s Streams, cfg *rest.Config, files []string, 
 	if err != nil {
 		return err
 	}
-	sb, err := eng.sandbox()
+	sb, err := eng.sandbox(nil)
 	if err != nil {
 		return err
 	}

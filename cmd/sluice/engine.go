@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -52,8 +51,9 @@ func (e *engineFlags) addCache(fl *pflag.FlagSet) {
 }
 
 // sandbox is where renders run: worker processes unless
-// --render-isolation none.
-func (e *engineFlags) sandbox() (*sandbox.Sandbox, error) {
+// --render-isolation none. observe, if not nil, is told what each worker
+// used.
+func (e *engineFlags) sandbox(observe func(sandbox.Usage)) (*sandbox.Sandbox, error) {
 	switch e.isolation {
 	case "none":
 		return nil, nil
@@ -65,11 +65,7 @@ func (e *engineFlags) sandbox() (*sandbox.Sandbox, error) {
 	if err != nil || mem.Sign() <= 0 {
 		return nil, fmt.Errorf("%s %q: expected a size such as 1Gi", sandbox.FlagMemory, e.workerMemory)
 	}
-	// SLUICE_RENDER_WORKER_ENV adds to the workers' environment what a
-	// test binary serving as a worker needs of it (its libraries' own
-	// start-up); nothing of this process's environment passes otherwise.
-	env := strings.Fields(os.Getenv("SLUICE_RENDER_WORKER_ENV"))
-	return sandbox.New(sandbox.Options{Limits: sandbox.Limits{Memory: mem.Value(), CPU: e.workerCPU}, Env: env})
+	return sandbox.New(sandbox.Options{Limits: sandbox.Limits{Memory: mem.Value(), CPU: e.workerCPU}, Observe: observe})
 }
 
 // dir is the cache directory.
@@ -104,7 +100,7 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	if err != nil {
 		return nil, nil, hydrate.Options{}, err
 	}
-	sb, err := e.sandbox()
+	sb, err := e.sandbox(nil)
 	if err != nil {
 		return nil, nil, hydrate.Options{}, err
 	}

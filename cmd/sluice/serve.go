@@ -70,7 +70,7 @@ dashboard too, each person as themselves.`,
 			if err != nil {
 				return exit(2, err)
 			}
-			sb, err := f.engine.sandbox()
+			sb, err := f.engine.sandbox(controller.ObserveWorker)
 			if err != nil {
 				return &usageError{err}
 			}

@@ -131,7 +131,7 @@ func (e *env) expand(s, name string) string {
 // own, every server on a free loopback port, renders in worker processes
 // (this test binary, as `sluice serve` is its own).
 func (e *env) options() Options {
-	sb, err := sandbox.New(sandbox.Options{Command: []string{os.Args[0], sandbox.WorkerArg}})
+	sb, err := sandbox.New(sandbox.Options{Command: []string{os.Args[0], sandbox.WorkerArg}, Observe: ObserveWorker})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"sluice.dev/sluice/internal/sandbox"
 )
 
 // Sluice's own metrics, beside controller-runtime's (reconciles per
@@ -51,10 +53,25 @@ var (
 		Name: "sluice_webhook_requests_total",
 		Help: "Webhook requests by kind and outcome (accepted, unauthorized, bad request, ignored).",
 	}, []string{"kind", "outcome"})
+	workerCPU = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_render_worker_cpu_seconds",
+		Help:    "CPU time (user and system) of each render worker process.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+	})
+	workerPeak = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_render_worker_peak_bytes",
+		Help:    "Peak resident memory of each render worker process.",
+		Buckets: prometheus.ExponentialBuckets(16<<20, 2, 10),
+	})
+	workersKilled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_render_workers_killed_total",
+		Help: "Render workers ended by a limit: timeout, memory, CPU.",
+	}, []string{"limit"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(gitOps, registryRequests, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests)
+	metrics.Registry.MustRegister(gitOps, registryRequests, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests,
+		workerCPU, workerPeak, workersKilled)
 }
 
 func observeGit(op string) { gitOps.WithLabelValues(op).Inc() }
@@ -63,6 +80,18 @@ func observeRegistry(host string, status int) {
 	registryRequests.WithLabelValues(host, strconv.Itoa(status)).Inc()
 	if status == http.StatusTooManyRequests {
 		registryThrottled.WithLabelValues(host).Inc()
+	}
+}
+
+// ObserveWorker records what one render worker used; `sluice serve`
+// gives it to its Sandbox.
+func ObserveWorker(u sandbox.Usage) {
+	workerCPU.Observe(u.CPU.Seconds())
+	if u.MaxRSS > 0 {
+		workerPeak.Observe(float64(u.MaxRSS))
+	}
+	if u.Killed != "" {
+		workersKilled.WithLabelValues(u.Killed).Inc()
 	}
 }
 

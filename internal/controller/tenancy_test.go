@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -285,7 +286,7 @@ func TestARenderPastItsTimeoutLeavesNothingRunning(t *testing.T) {
 		"charts/spin/templates/cm.yaml": "{{ range 100000000000 }}{{ end }}\n",
 	}).Commit("a chart that spins")
 	e.app.Push("main")
-	e.start(func(o *Options) { o.Limits.Timeout = 2 * time.Second })
+	addrs, _ := e.start(func(o *Options) { o.Limits.Timeout = 2 * time.Second })
 	e.apply(strings.NewReplacer("name: web", "name: spin", "path: deploy/web", "path: charts/spin", "apps/web", "apps/spin").Replace(webSync))
 	ms := e.ready("spin", metav1.ConditionFalse, 60*time.Second)
 	if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "render timed out after 2s") || !strings.Contains(c.Message, "charts/spin/templates/cm.yaml") {
@@ -303,6 +304,41 @@ func TestARenderPastItsTimeoutLeavesNothingRunning(t *testing.T) {
 	if n := runningWorkers(t); n > 1 {
 		t.Errorf("%d render workers run, the retry's at most", n)
 	}
+	// An operator sees it on the metrics endpoint.
+	m := scrape(t, addrs.Metrics)
+	if v := m[`sluice_render_workers_killed_total{limit="timeout"}`]; v < 1 {
+		t.Errorf("sluice_render_workers_killed_total{limit=\"timeout\"} is %v", v)
+	}
+	if v := m["sluice_render_worker_cpu_seconds_sum"]; v < 1 {
+		t.Errorf("the killed worker spun for 2 s, yet sluice_render_worker_cpu_seconds_sum is %v", v)
+	}
+}
+
+// scrape reads a controller's metrics: each sample by its name and
+// labels as the text format writes them.
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	m := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		if line == "" || line[0] == '#' || i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m
 }
 
 // runningWorkers counts this process's render workers still running.

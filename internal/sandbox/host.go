@@ -88,9 +88,7 @@ func (h *host) serve(w *worker, dir string) (*render.Result, error) {
 		}
 		switch k {
 		case kindResult:
-			if w.observe != nil {
-				w.notePeak()
-			}
+			w.answered()
 			return h.result(payload)
 		case kindFailed:
 			return nil, h.failed(w, payload)
@@ -319,6 +317,9 @@ func (s *Sandbox) Template(ctx context.Context, name, text string, data any, max
 		return gone()
 	}
 	k, out, err := readFrame(w.out, maxBytes+1)
+	if err == nil && k == kindResult {
+		w.answered()
+	}
 	switch {
 	case errors.Is(err, errFrameTooLarge):
 		w.kill("")

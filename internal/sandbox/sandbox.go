@@ -151,25 +151,49 @@ type worker struct {
 	// closers are the host's ends of the pipes.
 	closers []*os.File
 	observe func(Usage)
-	// peak is the worker's peak resident set when it answered (its
-	// rusage's counts the process that started it too: a vfork's child
-	// takes its parent's high-water mark into its own at exec).
+	// peak is the worker's peak resident set when it answered or was
+	// killed, under mu.
 	peak int64
+}
+
+// answered is the host's part once the worker's answer is read: the
+// worker, waiting for it, still runs, so what it used is read now; then
+// its input is closed, and it exits.
+func (w *worker) answered() {
+	if w.observe != nil {
+		w.notePeak()
+	}
+	w.closers[0].Close()
 }
 
 // notePeak reads the worker's peak resident set, while it runs.
 func (w *worker) notePeak() {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.cmd.Process.Pid))
+	w.setPeak(peakRSS(w.cmd.Process.Pid))
+}
+
+// setPeak records a peak resident set the worker reached.
+func (w *worker) setPeak(p int64) {
+	w.mu.Lock()
+	w.peak = max(w.peak, p)
+	w.mu.Unlock()
+}
+
+// peakRSS is a running process's peak resident set in bytes (VmHWM), 0
+// where it cannot be read (the process ended). Not its rusage: a vfork's
+// child takes its parent's high-water mark into its own at exec.
+func peakRSS(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return
+		return 0
 	}
 	for _, l := range strings.Split(string(data), "\n") {
 		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
 			var kb int64
 			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
-			w.peak = kb << 10
+			return kb << 10
 		}
 	}
+	return 0
 }
 
 // startupDirs are where the worker's start-up finds the directories this
@@ -260,7 +284,9 @@ func (w *worker) report(err error) {
 	if w.observe == nil || w.state == nil {
 		return
 	}
+	w.mu.Lock()
 	u := Usage{CPU: w.state.UserTime() + w.state.SystemTime(), MaxRSS: w.peak}
+	w.mu.Unlock()
 	var ke *KilledError
 	switch {
 	case errors.As(err, &ke):
@@ -286,6 +312,9 @@ func (w *worker) kill(why string) {
 		w.killed = why
 	}
 	w.mu.Unlock()
+	if w.observe != nil {
+		w.notePeak()
+	}
 	syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
 }
 

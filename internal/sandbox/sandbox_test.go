@@ -43,9 +43,13 @@ func probe(args []string) int {
 	return 0
 }
 
-func newSandbox(t *testing.T, limits Limits) *Sandbox {
+func newSandbox(t *testing.T, limits Limits, observe ...func(Usage)) *Sandbox {
 	t.Helper()
-	s, err := New(Options{Command: []string{os.Args[0], WorkerArg}, Limits: limits})
+	o := Options{Command: []string{os.Args[0], WorkerArg}, Limits: limits}
+	if len(observe) > 0 {
+		o.Observe = observe[0]
+	}
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +111,9 @@ var tree = mapFS{
 // renderer are those of render.Render, for kustomize, helm and plain
 // folders.
 func TestARenderInAWorkerIsTheRenderInProcess(t *testing.T) {
-	s := newSandbox(t, Limits{})
-	for _, dir := range []string{"overlay", "chart", "plain"} {
+	var used []Usage
+	s := newSandbox(t, Limits{}, func(u Usage) { used = append(used, u) })
+	for i, dir := range []string{"overlay", "chart", "plain"} {
 		want, err := render.Render(context.Background(), tree.fs(), dir, render.Options{ReleaseName: "r", Origins: true})
 		if err != nil {
 			t.Fatal(err)
@@ -127,6 +132,14 @@ func TestARenderInAWorkerIsTheRenderInProcess(t *testing.T) {
 		}
 		if got.Renderer != want.Renderer || fmt.Sprint(got.Origins) != fmt.Sprint(want.Origins) {
 			t.Errorf("%s: renderer %v origins %v, want %v %v", dir, got.Renderer, got.Origins, want.Renderer, want.Origins)
+		}
+		// What the worker used is told when it ends: a Go process's
+		// tens of MiB, some CPU, no limit reached.
+		if len(used) != i+1 {
+			t.Fatalf("%s: %d usages observed after %d renders", dir, len(used), i+1)
+		}
+		if u := used[i]; u.CPU <= 0 || u.MaxRSS < 4<<20 || u.MaxRSS > 1<<30 || u.Killed != "" {
+			t.Errorf("%s: usage %+v", dir, u)
 		}
 	}
 }
@@ -229,24 +242,26 @@ func TestARenderPastItsLimitsIsKilled(t *testing.T) {
 		limits Limits
 		render render.Limits
 		want   func(error) bool
+		killed string
 	}{
 		{"output that grows", chart("{{ range 25000 }}" + big + "{{ end }}"), Limits{Memory: 256 << 20}, render.Limits{},
 			func(err error) bool {
 				var ke *KilledError
 				return errors.As(err, &ke) && ke.Limit == "memory" && strings.Contains(err.Error(), "--render-memory-limit")
-			}},
+			}, "memory"},
 		{"a loop producing nothing", chart("{{ range 100000000000 }}{{ end }}"), Limits{CPU: 2 * time.Second}, render.Limits{},
 			func(err error) bool {
 				var ke *KilledError
 				return errors.As(err, &ke) && ke.Limit == "CPU" && strings.Contains(err.Error(), "--render-cpu-limit") && strings.Contains(err.Error(), "it last read c/templates/t.yaml")
-			}},
+			}, "CPU"},
 		{"slower than the timeout", chart("{{ range 100000000000 }}{{ end }}"), Limits{}, render.Limits{Timeout: 2 * time.Second},
 			func(err error) bool {
 				return errors.Is(err, render.ErrTimeout) && strings.Contains(err.Error(), "--render-timeout")
-			}},
+			}, "timeout"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newSandbox(t, tt.limits)
+			var used []Usage
+			s := newSandbox(t, tt.limits, func(u Usage) { used = append(used, u) })
 			var before syscall.Rusage
 			syscall.Getrusage(syscall.RUSAGE_CHILDREN, &before)
 			start := time.Now()
@@ -258,6 +273,14 @@ func TestARenderPastItsLimitsIsKilled(t *testing.T) {
 			// The worker is gone: its process group is empty.
 			if n := workers(t); n != 0 {
 				t.Errorf("%d worker processes left", n)
+			}
+			// The observer hears which limit ended it (for the
+			// controller's sluice_render_workers_killed_total).
+			if len(used) != 1 || used[0].Killed != tt.killed || used[0].CPU <= 0 {
+				t.Errorf("usage observed: %+v, want one killed for %s", used, tt.killed)
+			}
+			if tt.killed == "timeout" && used[0].MaxRSS <= 0 {
+				t.Errorf("a worker killed by its host has its peak read first: %+v", used)
 			}
 		})
 	}

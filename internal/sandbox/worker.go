@@ -187,6 +187,7 @@ func (c *conn) render(payload []byte) int {
 	if err := c.send(kindResult, msg); err != nil {
 		return 1
 	}
+	c.awaitHangUp()
 	return 0
 }
 
@@ -252,7 +253,15 @@ func (c *conn) template(payload []byte) int {
 	if err := c.send(kindResult, []byte(out)); err != nil {
 		return 1
 	}
+	c.awaitHangUp()
 	return 0
+}
+
+// awaitHangUp waits, once the answer is sent, for the host to close its
+// end: until then the host can read what this process used (its peak
+// resident set is gone once it exits).
+func (c *conn) awaitHangUp() {
+	io.Copy(io.Discard, c.r)
 }
 
 // ExecuteTemplate executes a text/template in this process, its output
