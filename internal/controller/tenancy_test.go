@@ -312,6 +312,9 @@ func TestARenderPastItsTimeoutLeavesNothingRunning(t *testing.T) {
 	if v := m["sluice_render_worker_cpu_seconds_sum"]; v < 1 {
 		t.Errorf("the killed worker spun for 2 s, yet sluice_render_worker_cpu_seconds_sum is %v", v)
 	}
+	if sum, n := m["sluice_render_worker_peak_bytes_sum"], m["sluice_render_worker_peak_bytes_count"]; n < 1 || sum/n < 1<<20 || sum/n > 4<<30 {
+		t.Errorf("metrics: %v workers' peaks, %.0f bytes on average", n, sum/n)
+	}
 }
 
 // scrape reads a controller's metrics: each sample by its name and

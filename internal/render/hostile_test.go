@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"runtime"
@@ -181,6 +182,23 @@ func TestObjectsAreCountedWhileParsing(t *testing.T) {
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 512<<20 {
 			t.Errorf("%s: allocated %d MiB before refusing", dir, alloc>>20)
 		}
+	}
+}
+
+// TestAPlainFolderStopsAtTheOutputLimitBeforeParsingMore: a folder of
+// plain YAML is its output; the file that takes it past the limit is
+// named, and the files after it are not parsed (one of them is not YAML).
+func TestAPlainFolderStopsAtTheOutputLimitBeforeParsingMore(t *testing.T) {
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: NAME}\ndata: {a: '" + strings.Repeat("x", 600<<10) + "'}\n"
+	files := mapFS{
+		"p/a.yaml": strings.Replace(cm, "NAME", "a", 1),
+		"p/b.yaml": strings.Replace(cm, "NAME", "b", 1),
+		"p/c.yaml": "{{ not yaml",
+	}
+	_, err := Render(context.Background(), files.fs(), "p", Options{Limits: Limits{OutputBytes: 1 << 20}})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Flag != FlagOutputBytes || !strings.Contains(err.Error(), "p/b.yaml") {
+		t.Fatalf("err = %v", err)
 	}
 }
 

@@ -52,7 +52,12 @@ func plainDir(ctx context.Context, g *guard, dir string) (objs []*yaml.RNode, or
 		if err != nil {
 			return err
 		}
+		// What a folder holds is what it outputs: past the output limit,
+		// it stops before parsing more.
 		size += int64(len(data))
+		if size > g.lim.OutputBytes {
+			return &LimitError{What: "the output", Got: "more than " + bytesString(g.lim.OutputBytes) + ", with " + f, Max: bytesString(g.lim.OutputBytes), Flag: FlagOutputBytes}
+		}
 		nodes, err := p.parse(f, data)
 		if err != nil {
 			return err

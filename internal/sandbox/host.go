@@ -23,7 +23,15 @@ import (
 // Inputs); remote bases, files and charts are opened here through o's
 // functions, never by the worker. Past o.Limits.Timeout, or when ctx
 // ends, the worker is killed.
+//
+// A folder of plain YAML runs no engine, only the YAML parser this
+// process runs on every worker's answer: it is parsed here, within the
+// same limits (the output's among them, checked as files are read), as
+// Argo CD's repo-server reads a directory source itself.
 func (s *Sandbox) Render(ctx context.Context, fsys source.FS, dir string, o render.Options) (*render.Result, error) {
+	if kind, err := render.Detect(fsys, dir, o.Render); err != nil || kind == render.Plain {
+		return render.Render(ctx, fsys, dir, o)
+	}
 	lim := o.Limits.WithDefaults()
 	w, err := s.spawn(s.limits)
 	if err != nil {

@@ -134,11 +134,13 @@ func TestARenderInAWorkerIsTheRenderInProcess(t *testing.T) {
 			t.Errorf("%s: renderer %v origins %v, want %v %v", dir, got.Renderer, got.Origins, want.Renderer, want.Origins)
 		}
 		// What the worker used is told when it ends: a Go process's
-		// tens of MiB, some CPU, no limit reached.
-		if len(used) != i+1 {
-			t.Fatalf("%s: %d usages observed after %d renders", dir, len(used), i+1)
+		// tens of MiB, some CPU, no limit reached. Plain YAML runs no
+		// engine, and no worker: it is parsed here.
+		workers := min(i+1, 2)
+		if len(used) != workers {
+			t.Fatalf("%s: %d usages observed, want %d", dir, len(used), workers)
 		}
-		if u := used[i]; u.CPU <= 0 || u.MaxRSS < 4<<20 || u.MaxRSS > 1<<30 || u.Killed != "" {
+		if u := used[workers-1]; u.CPU <= 0 || u.MaxRSS < 4<<20 || u.MaxRSS > 1<<30 || u.Killed != "" {
 			t.Errorf("%s: usage %+v", dir, u)
 		}
 	}
