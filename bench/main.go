@@ -244,11 +244,12 @@ func timed(name, bin string, args ...string) (measurement, string, error) {
 	return m, out.String(), err
 }
 
-// runWatched runs cmd and fills m's CPU time and peak resident set: the
-// kernel's high-water mark of the process's own memory, read as it runs
-// (its rusage's would count this process's too: a child started with
-// vfork takes its parent's high-water mark into its own at exec), and of
-// its children's (render workers), as rusage counts them.
+// runWatched runs cmd and fills m's CPU time (its children's, render
+// workers', included, as the kernel counts them once they are waited for)
+// and peak resident set: the kernel's high-water mark of the process's own
+// memory, its workers' not included, read as it runs (its rusage's would
+// count this process's too: a child started with vfork takes its parent's
+// high-water mark into its own at exec).
 func runWatched(cmd *exec.Cmd, m *measurement) error {
 	if err := cmd.Start(); err != nil {
 		return err
