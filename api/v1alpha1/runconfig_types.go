@@ -51,6 +51,11 @@ type RunConfigSpec struct {
 	// HelmRelease names (NAMESPACE/NAME) the HelmRelease whose values a
 	// chart is rendered with.
 	HelmRelease string `json:"helmRelease,omitempty"`
+	// AsOwner names the GitOps object ([Kustomization/]NAMESPACE/NAME)
+	// whose settings the path is rendered with, as its tool renders it;
+	// "none" renders the path as it is. Empty finds the Flux
+	// Kustomization whose source and path are the path's.
+	AsOwner string `json:"asOwner,omitempty"`
 	// Repo and Ref run the session on a checkout of that branch.
 	Repo string `json:"repo,omitempty"`
 	Ref  string `json:"ref,omitempty"`

@@ -8,6 +8,7 @@ import (
 
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/deploy"
+	"sluice.dev/sluice/internal/owner"
 )
 
 type diffFlags struct {
@@ -17,6 +18,7 @@ type diffFlags struct {
 	inventory string
 	against   string
 	output    string
+	asOwner   string
 }
 
 func newDiffCmd(s Streams) *cobra.Command {
@@ -55,6 +57,14 @@ Exit codes: 0 nothing would change (namespaces alike), 1 something would
 			if err != nil {
 				return exit(2, err)
 			}
+			own, err := owner.Resolve(cmd.Context(), c, args[0], "", f.asOwner)
+			if err != nil {
+				return exit(2, err)
+			}
+			if own != nil {
+				ro = own.Options(ro)
+				fmt.Fprintf(s.Err, "rendering %s as %s applies it (--as-owner none: as it is)\n", args[0], own.Name())
+			}
 			res, err := deploy.Diff(cmd.Context(), c, args[0], ro, cluster.DiffOptions{Inventory: inv})
 			if err != nil {
 				return exit(2, err)
@@ -81,6 +91,7 @@ Exit codes: 0 nothing would change (namespaces alike), 1 something would
 	cmd.Flags().StringVar(&f.against, "against", "", "compare the objects of --namespace with those of this namespace")
 	cmd.Flags().StringVar(&f.inventory, "inventory", "", "the ApplySet inventory whose members the set no longer has would be deleted")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&f.asOwner, "as-owner", "", "render PATH as this Flux Kustomization ([Kustomization/]NAMESPACE/NAME) applies it (default: the one whose source and path are PATH's; none: as it is)")
 	return cmd
 }
 

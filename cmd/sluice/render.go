@@ -6,14 +6,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/owner"
 	"sluice.dev/sluice/internal/pin"
 	"sluice.dev/sluice/internal/render"
 )
 
 type renderCmdFlags struct {
-	pin    bool
-	render renderFlags
-	limits limitFlags
+	pin     bool
+	render  renderFlags
+	limits  limitFlags
+	kube    kubeFlags
+	asOwner string
 }
 
 func newRenderCmd(s Streams) *cobra.Command {
@@ -37,6 +40,8 @@ func newRenderCmd(s Streams) *cobra.Command {
 	fl.BoolVar(&f.pin, "pin", false, "pin every image to the digest its tag points at")
 	fl.StringArrayVar(&f.render.insecure, "insecure-registry", nil, "registry host reached over plain HTTP (repeatable)")
 	fl.BoolVar(&f.render.includeCRDs, "include-crds", false, "include a chart's CRDs (crds/) in the output, as helm template --include-crds")
+	fl.StringVar(&f.asOwner, "as-owner", "", "render as this Flux Kustomization ([Kustomization/]NAMESPACE/NAME) of the cluster applies PATH (postBuild substitution, decryption, targetNamespace, patches...); auto: the one whose source and path are PATH's")
+	f.kube.addConnection(fl)
 	f.render.add(fl, false)
 	f.limits.add(fl)
 	return cmd
@@ -49,6 +54,24 @@ func renderLocal(cmd *cobra.Command, dir string, f *renderCmdFlags) ([]byte, err
 	ro, err := f.render.options(nil, &f.limits)
 	if err != nil {
 		return nil, err
+	}
+	if f.asOwner != "" && f.asOwner != owner.None {
+		c, err := f.kube.connect()
+		if err != nil {
+			return nil, err
+		}
+		name := f.asOwner
+		if name == "auto" {
+			name = ""
+		}
+		own, err := owner.Resolve(cmd.Context(), c, dir, "", name)
+		if err != nil {
+			return nil, err
+		}
+		if own == nil {
+			return nil, fmt.Errorf("--as-owner auto: no Flux Kustomization of the cluster applies %s of this repository: name one", dir)
+		}
+		ro = own.Options(ro)
 	}
 	res, _, err := render.Local(cmd.Context(), dir, ro)
 	if err != nil {

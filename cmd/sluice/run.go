@@ -34,6 +34,7 @@ type runFlags struct {
 	pause              string
 	values             []string
 	helmRelease        string
+	asOwner            string
 	repo               string
 	ref                string
 	poll               time.Duration
@@ -99,6 +100,7 @@ deploys is rendered with that HelmRelease's values unless --values is given.`,
 	fl.StringVar(&f.pause, "pause", "object", "object: pause only the objects the session changes where the owner's controller honours it (a Flux Kustomization), else the owner; owner: suspend every owner")
 	fl.StringArrayVar(&f.values, "values", nil, "a values file for a chart (repeatable); without it, the HelmRelease's values")
 	fl.StringVar(&f.helmRelease, "helm-release", "", "the HelmRelease (NAMESPACE/NAME) whose values a chart renders with (default: the one deploying it)")
+	fl.StringVar(&f.asOwner, "as-owner", "", "render PATH as this Flux Kustomization ([Kustomization/]NAMESPACE/NAME) applies it (default: the one whose source and path are PATH's; none: as it is)")
 	fl.StringVar(&f.repo, "repo", "", "run on a temporary checkout of this repository (with --ref), PATH inside it")
 	fl.StringVar(&f.ref, "ref", "", "the branch (or tag) of --repo")
 	fl.DurationVar(&f.poll, "poll", 0, "with --repo, fetch the branch again this often")
@@ -141,6 +143,7 @@ func (f *runFlags) fromConfig(cmd *cobra.Command, args []string) ([]string, erro
 	str("mode", &f.mode, sp.Mode)
 	str("pause", &f.pause, sp.Pause)
 	str("helm-release", &f.helmRelease, sp.HelmRelease)
+	str("as-owner", &f.asOwner, sp.AsOwner)
 	str("repo", &f.repo, sp.Repo)
 	str("ref", &f.ref, sp.Ref)
 	if !changed("values") {
@@ -236,7 +239,7 @@ func (f *runFlags) run(cmd *cobra.Command, s Streams, args []string) error {
 			AllowClusterScoped: f.allowClusterScoped, Steal: f.steal, Handoff: f.handoff,
 			LeaseDuration: f.leaseDuration,
 		},
-		Dir: dir, Render: ro, HelmRelease: f.helmRelease, ReadyTimeout: f.readyTimeout,
+		Dir: dir, Render: ro, HelmRelease: f.helmRelease, AsOwner: f.asOwner, ReadyTimeout: f.readyTimeout,
 		Repo: f.repo, Ref: f.ref, Poll: f.poll, Auth: source.AuthFromEnv(os.Getenv),
 		OnStart: p.started, OnIteration: p.iteration, OnStopping: p.stopping,
 	}
@@ -337,6 +340,9 @@ func (p *runPrinter) started(st session.Started) {
 	if st.HelmRelease != nil {
 		msg += fmt.Sprintf("\nthe chart renders with the values of HelmRelease %s/%s", st.HelmRelease.Namespace, st.HelmRelease.Name)
 	}
+	if st.Owner != "" {
+		msg += fmt.Sprintf("\nPATH renders as %s applies it (--as-owner none: as it is)", st.Owner)
+	}
 	fmt.Fprintln(p.err, msg)
 }
 
@@ -354,6 +360,9 @@ func (p *runPrinter) iteration(it session.Iteration) {
 		return
 	}
 	fmt.Fprintln(p.out, formatIteration(it, time.Now()))
+	if it.AsOwner != "" {
+		fmt.Fprintf(p.out, "   %s\n", it.AsOwner)
+	}
 	for _, line := range it.Paused {
 		fmt.Fprintf(p.out, "   paused %s\n", line)
 	}

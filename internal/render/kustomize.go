@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -29,6 +30,9 @@ type kustomizeRun struct {
 	egress   *egress.Policy
 	origins  bool
 	limits   Limits
+	// generate, if set, gives the root's kustomization file (see
+	// Options.Kustomization).
+	generate func(fsys source.FS, dir string, own []byte) ([]byte, error)
 	// remote collects the remote bases and files read.
 	remote []string
 }
@@ -63,6 +67,22 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 	}
 	var refused error
 	kfs := &kustomizeFS{ctx: ctx, fsys: g, lim: kr.limits, root: path.Join("/", dir), origins: kr.origins}
+	if kr.generate != nil {
+		name, own := kustomizationFiles[0], []byte(nil)
+		for _, n := range kustomizationFiles {
+			if data, err := g.ReadFile(path.Join(dir, n)); err == nil {
+				name, own = n, data
+				break
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
+		data, err := kr.generate(g, dir, own)
+		if err != nil {
+			return nil, err
+		}
+		kfs.generated = &generatedFile{path: path.Join("/", dir, name), data: data}
+	}
 	mounted := map[string]string{}
 	kfs.remote = func(kust, field, u string) string {
 		// Kustomize takes an entry by a path relative to the kustomization.

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -43,6 +44,22 @@ type kustomizeFS struct {
 	// as a remote: kustomize is not given the chance to take them for a
 	// git URL.
 	missing error
+	// generated, if set, is the root's kustomization file as a GitOps
+	// tool's settings make it, in place of the tree's (or where it has
+	// none).
+	generated *generatedFile
+}
+
+// generatedFile is a file kustomize reads that the tree does not hold as
+// such.
+type generatedFile struct {
+	path string // a kustomize path: "/apps/kustomization.yaml"
+	data []byte
+}
+
+// isGenerated reports whether p is the generated file.
+func (k *kustomizeFS) isGenerated(p string) bool {
+	return k.generated != nil && path.Join("/", rel(p)) == k.generated.path
 }
 
 // mount is a tree presented at a path of the kustomize file system.
@@ -101,6 +118,14 @@ func (k *kustomizeFS) RemoveAll(string) error              { return errReadOnly 
 func (k *kustomizeFS) WriteFile(string, []byte) error      { return errReadOnly }
 
 func (k *kustomizeFS) Open(p string) (filesys.File, error) {
+	if k.isGenerated(p) {
+		name := path.Base(k.generated.path)
+		f, err := newMemFile(name, k.generated.data).Open(name)
+		if err != nil {
+			return nil, err
+		}
+		return readOnlyFile{f}, nil
+	}
 	fsys, r := k.at(p)
 	f, err := fsys.Open(r)
 	if err != nil {
@@ -114,6 +139,9 @@ type readOnlyFile struct{ fs.File }
 func (readOnlyFile) Write([]byte) (int, error) { return 0, errReadOnly }
 
 func (k *kustomizeFS) IsDir(p string) bool {
+	if k.isGenerated(p) {
+		return false
+	}
 	fsys, r := k.at(p)
 	info, err := fsys.Stat(r)
 	return err == nil && info.IsDir()
@@ -129,12 +157,19 @@ func (k *kustomizeFS) ReadDir(p string) ([]string, error) {
 	for i, e := range entries {
 		names[i] = e.Name()
 	}
+	if k.generated != nil && path.Join("/", rel(p)) == path.Dir(k.generated.path) && !slices.Contains(names, path.Base(k.generated.path)) {
+		names = append(names, path.Base(k.generated.path))
+		slices.Sort(names)
+	}
 	return names, nil
 }
 
 // CleanedAbs returns the directory a path is in, and its file name, with
 // every symbolic link on the way followed.
 func (k *kustomizeFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error) {
+	if k.isGenerated(p) {
+		return filesys.ConfirmedDir(path.Dir(k.generated.path)), path.Base(k.generated.path), nil
+	}
 	fsys, r := k.at(p)
 	res, err := source.Resolve(fsys, r)
 	if err == nil {
@@ -158,6 +193,9 @@ func (k *kustomizeFS) CleanedAbs(p string) (filesys.ConfirmedDir, string, error)
 }
 
 func (k *kustomizeFS) Exists(p string) bool {
+	if k.isGenerated(p) {
+		return true
+	}
 	fsys, r := k.at(p)
 	_, err := fsys.Stat(r)
 	return err == nil
@@ -180,8 +218,11 @@ func (k *kustomizeFS) ReadFile(p string) ([]byte, error) {
 		return nil, err
 	}
 	fsys, r := k.at(p)
-	data, err := fsys.ReadFile(r)
-	if err != nil {
+	var data []byte
+	var err error
+	if k.isGenerated(p) {
+		data = k.generated.data
+	} else if data, err = fsys.ReadFile(r); err != nil {
 		return nil, err
 	}
 	if err := k.check(r, data); err != nil {

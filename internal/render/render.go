@@ -70,6 +70,17 @@ type Options struct {
 	Origins bool
 	// Limits bound what the render reads and produces, and its time.
 	Limits Limits
+	// Kustomization, if set, gives the kustomization file the folder is
+	// built with, from the folder's own (nil when it has none), read
+	// through fsys (bounded and recorded as the render's inputs): how a
+	// GitOps tool's own settings (a Flux Kustomization's targetNamespace,
+	// patches, images) are rendered with a folder. The folder is then
+	// built by kustomize, whether it has a kustomization or not.
+	Kustomization func(fsys source.FS, dir string, own []byte) ([]byte, error)
+	// PostBuild, if set, is given the rendered objects and returns the
+	// objects the render gives (a Flux Kustomization's decryption and
+	// variable substitution).
+	PostBuild func(ctx context.Context, objects []*yaml.RNode) ([]*yaml.RNode, error)
 }
 
 // Result is a render's output and what it read.
@@ -160,12 +171,15 @@ func render(ctx context.Context, tr, fsys source.FS, dir string, o Options, lim 
 	if err != nil {
 		return nil, err
 	}
+	if o.Kustomization != nil && kind != Helm {
+		kind = Kustomize
+	}
 	res := &Result{Renderer: v1alpha1.Renderer{Name: kind, Version: Version(kind)}}
 	var size int64
 	objects := -1 // -1: as many as res.Objects holds
 	switch kind {
 	case Kustomize:
-		kr := &kustomizeRun{bases: o.Bases, fetch: o.Fetch, egress: o.Egress, origins: o.Origins, limits: lim}
+		kr := &kustomizeRun{bases: o.Bases, fetch: o.Fetch, egress: o.Egress, origins: o.Origins, limits: lim, generate: o.Kustomization}
 		if o.Render != nil && o.Render.Kustomize != nil {
 			kr.settings = *o.Render.Kustomize
 		}
@@ -231,6 +245,16 @@ func render(ctx context.Context, tr, fsys source.FS, dir string, o Options, lim 
 	}
 	if err := lim.checkOutput(objects, size); err != nil {
 		return nil, err
+	}
+	if o.PostBuild != nil {
+		nodes, err := res.Nodes()
+		if err != nil {
+			return nil, err
+		}
+		if res.Objects, err = o.PostBuild(ctx, nodes); err != nil {
+			return nil, err
+		}
+		res.yaml = nil // the objects changed: the YAML is theirs now
 	}
 	return res, nil
 }

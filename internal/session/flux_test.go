@@ -2,15 +2,22 @@ package session
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"filippo.io/age"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -631,4 +638,159 @@ func TestCleanupOfAKilledSessionHandsObjectsBackToFlux(t *testing.T) {
 		return ""
 	})
 	ownedByFlux(t, get(t, f.c, "apps/v1", "Deployment", f.ns, "web"), "kustomize-controller", "f:spec", "f:replicas")
+}
+
+// shopFleet is a folder a Flux Kustomization transforms in every way it
+// can: its own kustomization amended (namespace, prefix, patch, image),
+// variables from a ConfigMap, a Secret and the Kustomization itself, a
+// SOPS-encrypted Secret.
+func shopFleet(t *testing.T, recipient string) map[string]string {
+	return map[string]string{
+		".sops.yaml":              "creation_rules: [{encrypted_regex: '^(data|stringData)$', age: " + recipient + "}]\n",
+		"shop/kustomization.yaml": "resources: [web.yaml, settings.yaml, db.yaml]\nimages: [{name: registry.example.com/web, newTag: '1.0'}]\n",
+		"shop/web.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: ${replicas:=2}
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: registry.example.com/web:latest
+        env: [{name: CLUSTER, value: "${cluster_name}"}]
+        ports: [{containerPort: 8080}]
+`,
+		"shop/settings.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data:
+  domain: shop.${cluster_domain}
+  region: ${region}
+  tier: ${tier:=bronze}
+`,
+		"shop/db.yaml": testenv.SOPSEncrypt(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: s3cret}\n", recipient, "^(data|stringData)$"),
+	}
+}
+
+const fluxShop = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: cluster-vars, namespace: FLUXNS}
+data: {cluster_domain: example.org, cluster_name: eu-1}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: cluster-secrets, namespace: FLUXNS}
+stringData: {region: eu-west}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: shop, namespace: FLUXNS}
+spec:
+  interval: 1m
+  retryInterval: 1s
+  path: ./shop
+  prune: true
+  targetNamespace: NS
+  namePrefix: eu-
+  sourceRef: {kind: GitRepository, name: fleet}
+  images: [{name: registry.example.com/web, newTag: "1.1"}]
+  commonMetadata: {labels: {team: shop}}
+  patches:
+  - target: {kind: Deployment}
+    patch: |
+      - op: add
+        path: /metadata/annotations
+        value: {patched: "yes"}
+  postBuild:
+    substitute: {replicas: "3"}
+    substituteFrom:
+    - {kind: ConfigMap, name: cluster-vars}
+    - {kind: Secret, name: cluster-secrets}
+    - {kind: ConfigMap, name: absent, optional: true}
+  decryption: {provider: sops, secretRef: {name: sops-age}}
+`
+
+func TestARunAppliesWhatFluxAppliesSoOnlyTheEditDiffers(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startRealFlux(t, shopFleet(t, id.Recipient().String()))
+	f.apply(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: sops-age, namespace: FLUXNS}\nstringData: {age.agekey: %q}\n", id.String()))
+	f.apply(fluxShop)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "shop", f.revision())
+
+	// What Flux applied, as the session will compare it: the session's
+	// own marks aside.
+	marks := append([]string{annotationSession, annotationFluxDisabled, "sluice.dev/applied"}, handBack...)
+	snapshot := func() map[string]map[string]any {
+		d, err := testenv.Dump(cp.Config, []string{f.ns}, nil, marks...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	before := snapshot()
+	cmKey, secretKey := "/ConfigMap/"+f.ns+"/eu-settings", "/Secret/"+f.ns+"/eu-db"
+	if got := before[cmKey]["data"]; !reflect.DeepEqual(got, map[string]any{"domain": "shop.example.org", "region": "eu-west", "tier": "bronze"}) {
+		t.Fatalf("Flux applied the settings as %v", got)
+	}
+	if got := before[secretKey]["data"]; !reflect.DeepEqual(got, map[string]any{"password": base64.StdEncoding.EncodeToString([]byte("s3cret"))}) {
+		t.Fatalf("Flux applied the Secret as %v", got)
+	}
+
+	// A session on an unchanged clone: found by source and path, it
+	// applies nothing that differs from what Flux applied.
+	h := runSession(t, f.c, RunOptions{Dir: filepath.Join(f.work.Dir, "shop")})
+	st := <-h.started
+	if st.Owner != "Kustomization "+f.fluxNS+"/shop" || st.Namespace != f.ns {
+		t.Errorf("started as %q in %q", st.Owner, st.Namespace)
+	}
+	it := h.ok(t)
+	want := "as Kustomization " + f.fluxNS + "/shop: targetNamespace " + f.ns + ", namePrefix eu-, 1 patch, 1 image, commonMetadata, " +
+		"2 substitutions from ConfigMap cluster-vars, 1 substitution from Secret cluster-secrets, 1 substitution from spec.postBuild.substitute, 1 Secret decrypted"
+	if it.AsOwner != want {
+		t.Errorf("the first iteration says\n%q\nwant\n%q", it.AsOwner, want)
+	}
+	sameDump(t, before, snapshot())
+
+	// One edit changes exactly that field.
+	write(t, filepath.Join(f.work.Dir, "shop"), map[string]string{"settings.yaml": strings.Replace(shopFleetSettings(t, f), "tier: ${tier:=bronze}", "tier: gold", 1)})
+	if it := h.ok(t); it.AsOwner != "" {
+		t.Errorf("the second iteration repeats what the owner did: %q", it.AsOwner)
+	}
+	edited := snapshot()
+	expect := snapshot()
+	for k, v := range before {
+		if k != cmKey {
+			expect[k] = v
+		}
+	}
+	expect[cmKey] = deepCopy(before[cmKey])
+	unstructured.SetNestedField(expect[cmKey], "gold", "data", "tier")
+	sameDump(t, expect, edited)
+
+	h.stop(t)
+	f.eventually(30*time.Second, func() string {
+		if after := snapshot(); !reflect.DeepEqual(after, before) {
+			return fmt.Sprintf("after the stop, the namespace is not as Flux left it: settings %v", after[cmKey]["data"])
+		}
+		return ""
+	})
+}
+
+func shopFleetSettings(t *testing.T, f *realFlux) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(f.work.Dir, "shop", "settings.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func deepCopy(m map[string]any) map[string]any {
+	return runtime.DeepCopyJSON(m)
 }

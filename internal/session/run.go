@@ -17,6 +17,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/deploy"
+	"sluice.dev/sluice/internal/owner"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/source"
 )
@@ -30,6 +31,11 @@ type RunOptions struct {
 	Dir string
 	// Render holds the renderer's settings.
 	Render render.Options
+	// AsOwner names the GitOps object whose settings Dir is rendered
+	// with, as its tool renders it ([Kustomization/]NAMESPACE/NAME);
+	// empty finds the Flux Kustomization whose source and path are Dir's
+	// repository and path; "none" renders Dir as it is.
+	AsOwner string
 	// HelmRelease names ("NAMESPACE/NAME") the Flux HelmRelease whose
 	// release name and values a chart is rendered with. Empty finds it
 	// when Dir is a chart rendered without values files of its own.
@@ -63,6 +69,9 @@ type Started struct {
 	Mode      Mode
 	// HelmRelease is the HelmRelease whose values the chart renders with.
 	HelmRelease *cluster.Ref
+	// Owner names the GitOps object whose settings the render applies
+	// ("Kustomization flux-system/apps"), if any.
+	Owner string
 	// Watching is the root of the watched tree.
 	Watching string
 }
@@ -91,6 +100,11 @@ type Iteration struct {
 	// Paused says what this iteration newly paused, and how: a line per
 	// owner (a fallback from the narrowest pause says why).
 	Paused []string `json:"paused,omitempty"`
+	// AsOwner says which GitOps object's settings the render applied and
+	// what they did ("as Kustomization flux-system/apps: targetNamespace
+	// shop, 3 substitutions from ConfigMap cluster-vars"): on the first
+	// iteration, and when it changes.
+	AsOwner string `json:"asOwner,omitempty"`
 }
 
 // Outcome is how a session ended.
@@ -150,6 +164,18 @@ func Run(ctx context.Context, c *cluster.Client, o RunOptions) (*Outcome, error)
 	if err != nil {
 		return nil, err
 	}
+	var own owner.Owner
+	if hr == nil {
+		if own, err = owner.Resolve(ctx, c, dir, o.Repo, o.AsOwner); err != nil {
+			return nil, err
+		}
+	}
+	if own != nil {
+		o.Render = own.Options(o.Render)
+		if o.Session.Namespace == "" {
+			o.Session.Namespace = own.TargetNamespace()
+		}
+	}
 	head, _ := source.LocalHead(dir)
 	root := head.Root
 	if root == "" {
@@ -176,9 +202,12 @@ func Run(ctx context.Context, c *cluster.Client, o RunOptions) (*Outcome, error)
 		if hr != nil {
 			st.HelmRelease = &hr.Ref
 		}
+		if own != nil {
+			st.Owner = own.Name()
+		}
 		o.OnStart(st)
 	}
-	l := &loop{s: s, c: c, o: o, dir: dir, root: root, w: w, wt: wt}
+	l := &loop{s: s, c: c, o: o, dir: dir, root: root, w: w, wt: wt, own: own}
 	reason, err := l.run(ctx)
 	if err != nil {
 		return nil, err // the session was taken over: nothing of ours to restore
@@ -292,6 +321,10 @@ type loop struct {
 	pending *Change
 	// paused are the pauses reported so far.
 	paused map[string]bool
+	// own is the GitOps object the render applies the settings of, and
+	// asOwner what was last said of it.
+	own     owner.Owner
+	asOwner string
 }
 
 func (l *loop) run(ctx context.Context) (string, error) {
@@ -389,6 +422,15 @@ func (l *loop) iterate(ctx context.Context, trigger []string, first time.Time) b
 	}
 	l.inputs = r.Render.Inputs
 	l.watchInputs(r.Root, r.Render.Inputs)
+	if l.own != nil {
+		said := "as " + l.own.Name()
+		if rep := l.own.Last().String(); rep != "" {
+			said += ": " + rep
+		}
+		if said != l.asOwner {
+			it.AsOwner, l.asOwner = said, said
+		}
+	}
 	res, err := l.s.Apply(ctx, r.Objects, cluster.ApplyOptions{Timeout: time.Minute})
 	it.Latency = time.Since(first)
 	it.Result = res

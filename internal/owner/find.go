@@ -1,0 +1,168 @@
+package owner
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path"
+	"path/filepath"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/source"
+)
+
+// Owner is a GitOps object that deploys a folder, ready to render it as
+// its tool would.
+type Owner interface {
+	// Name names it to a person: "Kustomization flux-system/apps".
+	Name() string
+	// Options sets a render's options to render as the owner's tool does.
+	Options(render.Options) render.Options
+	// TargetNamespace is the namespace it puts objects in, if it sets one.
+	TargetNamespace() string
+	// Last reports what its settings did in the last render.
+	Last() Report
+}
+
+var gitRepositoryKind = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}
+
+// None is the --as-owner value that renders the folder as it is.
+const None = "none"
+
+// Resolve finds the owner a render of dir is made as. name is what the
+// person gave: "none" for none, KIND/NAMESPACE/NAME or NAMESPACE/NAME
+// (a Flux Kustomization) for that one, "" to find the one whose source
+// and path are dir's repository and path (nil when none is). The tree
+// is dir's git working tree, or, with repo set, a checkout of repo.
+func Resolve(ctx context.Context, c *cluster.Client, dir, repo, name string) (Owner, error) {
+	switch {
+	case name == None:
+		return nil, nil
+	case name != "":
+		kind, rest, found := strings.Cut(name, "/")
+		if !found || !strings.Contains(rest, "/") {
+			kind, rest = "Kustomization", name
+		}
+		ns, n, ok := strings.Cut(rest, "/")
+		if !ok || ns == "" || n == "" || strings.Contains(n, "/") {
+			return nil, fmt.Errorf("--as-owner %q: give [Kustomization/]NAMESPACE/NAME, or %s", name, None)
+		}
+		if !strings.EqualFold(kind, "Kustomization") && !strings.EqualFold(kind, "kustomizations.kustomize.toolkit.fluxcd.io") {
+			return nil, fmt.Errorf("--as-owner %q: kind %s: only Flux Kustomizations are read", name, kind)
+		}
+		f, err := ReadFlux(ctx, c, cluster.Ref{Namespace: ns, Name: n})
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+	head, err := source.LocalHead(dir)
+	if err != nil {
+		return nil, nil // not in git: no source can be matched
+	}
+	if repo == "" {
+		repo = head.Remote
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := filepath.Rel(head.Root, abs)
+	if err != nil || repo == "" {
+		return nil, nil
+	}
+	f, err := FindFlux(ctx, c, repo, filepath.ToSlash(rel))
+	if f == nil {
+		return nil, err // no typed nil in the interface
+	}
+	return f, nil
+}
+
+// FindFlux finds the Flux Kustomization that applies the folder rel of
+// the repository at repoURL: its spec.path is rel and its source is a
+// GitRepository of that URL (compared without scheme, user, ".git" and
+// trailing slash, the host without case). It returns nil when none
+// does; an error naming them when several do.
+func FindFlux(ctx context.Context, c *cluster.Client, repoURL, rel string) (*Flux, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(FluxKustomizationKind.GroupVersion().WithKind("KustomizationList"))
+	if err := c.Kube().List(ctx, l); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return nil, nil // no Flux here, or none this person may see
+		}
+		return nil, fmt.Errorf("listing Flux Kustomizations: %w", err)
+	}
+	want := repoKey(repoURL)
+	rel = path.Clean(rel)
+	urls := map[string]string{}
+	var found []*Flux
+	for i := range l.Items {
+		f, err := fluxOf(&l.Items[i], c.Kube())
+		if err != nil {
+			continue
+		}
+		if path.Clean(strings.TrimPrefix(f.spec.Path, "/")) != rel && !(rel == "." && f.spec.Path == "") {
+			continue
+		}
+		src := f.spec.SourceRef
+		if src.Kind != "GitRepository" {
+			continue
+		}
+		key := src.Namespace + "/" + src.Name
+		u, ok := urls[key]
+		if !ok {
+			g := &unstructured.Unstructured{}
+			g.SetGroupVersionKind(gitRepositoryKind)
+			if err := c.Kube().Get(ctx, client.ObjectKey{Namespace: src.Namespace, Name: src.Name}, g); err == nil {
+				u, _, _ = unstructured.NestedString(g.Object, "spec", "url")
+			}
+			urls[key] = u
+		}
+		if u != "" && repoKey(u) == want {
+			found = append(found, f)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, nil
+	case 1:
+		return found[0], nil
+	}
+	var names []string
+	for _, f := range found {
+		names = append(names, f.Ref.Namespace+"/"+f.Ref.Name)
+	}
+	return nil, fmt.Errorf("several Flux Kustomizations apply %s of %s (%s): name one with --as-owner NAMESPACE/NAME", rel, source.Redact(repoURL), strings.Join(names, ", "))
+}
+
+// repoKey is a repository URL reduced to what names the repository:
+// "host/org/repo" from https://user@Host/org/repo.git,
+// ssh://git@host/org/repo or git@host:org/repo.
+func repoKey(u string) string {
+	u = strings.TrimSpace(u)
+	if !strings.Contains(u, "://") {
+		if at := strings.Index(u, "@"); at >= 0 && strings.Contains(u[at:], ":") { // scp-like: git@host:org/repo
+			host, p, _ := strings.Cut(u[at+1:], ":")
+			u = "ssh://" + host + "/" + p
+		} else {
+			u = "file://" + u
+		}
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		return strings.ToLower(u)
+	}
+	host := strings.ToLower(p.Hostname())
+	if port := p.Port(); port != "" && !(p.Scheme == "https" && port == "443") && !(p.Scheme == "http" && port == "80") && !(p.Scheme == "ssh" && port == "22") {
+		host += ":" + port
+	}
+	return host + "/" + strings.TrimSuffix(strings.Trim(p.Path, "/"), ".git")
+}

@@ -1,0 +1,647 @@
+package owner
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/fluxcd/pkg/envsubst"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kusttypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/source"
+)
+
+// FluxKustomizationKind is the Flux Kustomization's API.
+var FluxKustomizationKind = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
+
+// Labels and annotations kustomize-controller reads on the objects it
+// builds, and the owner labels it sets on those it applies.
+const (
+	fluxGroup           = "kustomize.toolkit.fluxcd.io"
+	labelFluxName       = fluxGroup + "/name"
+	labelFluxNamespace  = fluxGroup + "/namespace"
+	annotationSubst     = fluxGroup + "/substitute"
+	annotationDecrypt   = fluxGroup + "/decrypt"
+	disabled            = "disabled"
+	substituteAlways    = "Always"
+	decryptionSOPS      = "sops"
+	maxVariables        = 10000
+	maxVariablesBytes   = 4 << 20
+	sourceInlineVarName = "spec.postBuild.substitute"
+)
+
+// fluxSpec is the part of a Kustomization's spec (kustomize.toolkit.fluxcd.io/v1)
+// that changes what it applies.
+type fluxSpec struct {
+	Path                    string          `json:"path,omitempty"`
+	SourceRef               fluxSourceRef   `json:"sourceRef"`
+	TargetNamespace         string          `json:"targetNamespace,omitempty"`
+	NamePrefix              string          `json:"namePrefix,omitempty"`
+	NameSuffix              string          `json:"nameSuffix,omitempty"`
+	Patches                 []fluxPatch     `json:"patches,omitempty"`
+	Images                  []fluxImage     `json:"images,omitempty"`
+	Components              []string        `json:"components,omitempty"`
+	IgnoreMissingComponents bool            `json:"ignoreMissingComponents,omitempty"`
+	BuildMetadata           []string        `json:"buildMetadata,omitempty"`
+	CommonMetadata          *fluxMetadata   `json:"commonMetadata,omitempty"`
+	PostBuild               *fluxPostBuild  `json:"postBuild,omitempty"`
+	Decryption              *fluxDecryption `json:"decryption,omitempty"`
+}
+
+type fluxSourceRef struct {
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+type fluxPatch struct {
+	Patch  string        `json:"patch"`
+	Target *fluxSelector `json:"target,omitempty"`
+}
+
+type fluxSelector struct {
+	Group              string `json:"group,omitempty"`
+	Version            string `json:"version,omitempty"`
+	Kind               string `json:"kind,omitempty"`
+	Name               string `json:"name,omitempty"`
+	Namespace          string `json:"namespace,omitempty"`
+	AnnotationSelector string `json:"annotationSelector,omitempty"`
+	LabelSelector      string `json:"labelSelector,omitempty"`
+}
+
+// selector is the kustomize selector of a patch's target.
+func (s *fluxSelector) selector() *kusttypes.Selector {
+	if s == nil {
+		return nil
+	}
+	out := &kusttypes.Selector{AnnotationSelector: s.AnnotationSelector, LabelSelector: s.LabelSelector}
+	out.Group, out.Version, out.Kind, out.Name, out.Namespace = s.Group, s.Version, s.Kind, s.Name, s.Namespace
+	return out
+}
+
+type fluxImage struct {
+	Name    string `json:"name"`
+	NewName string `json:"newName,omitempty"`
+	NewTag  string `json:"newTag,omitempty"`
+	Digest  string `json:"digest,omitempty"`
+}
+
+type fluxMetadata struct {
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+type fluxPostBuild struct {
+	SubstituteStrategy string               `json:"substituteStrategy,omitempty"`
+	Substitute         map[string]string    `json:"substitute,omitempty"`
+	SubstituteFrom     []fluxSubstituteFrom `json:"substituteFrom,omitempty"`
+}
+
+type fluxSubstituteFrom struct {
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+	Optional bool   `json:"optional,omitempty"`
+}
+
+type fluxDecryption struct {
+	Provider  string `json:"provider"`
+	SecretRef *struct {
+		Name string `json:"name"`
+	} `json:"secretRef,omitempty"`
+}
+
+// Flux is a Flux Kustomization, ready to render a folder as
+// kustomize-controller applies it.
+type Flux struct {
+	Ref  cluster.Ref
+	spec fluxSpec
+	kube client.Client
+
+	mu   sync.Mutex
+	last Report
+}
+
+// Report says what the owner's settings did in the last render.
+type Report struct {
+	// Settings lists the owner's settings that apply: "targetNamespace
+	// shop", "2 patches".
+	Settings []string
+	// Substituted counts, per source ("ConfigMap cluster-vars",
+	// "spec.postBuild.substitute"), the variables the render used.
+	Substituted map[string]int
+	// Decrypted names the Secrets decrypted.
+	Decrypted []string
+}
+
+// String is the report as a session's first iteration says it.
+func (r Report) String() string {
+	parts := slices.Clone(r.Settings)
+	for _, src := range slices.Sorted(maps.Keys(r.Substituted)) {
+		n := r.Substituted[src]
+		parts = append(parts, fmt.Sprintf("%d substitution%s from %s", n, plural(n), src))
+	}
+	if n := len(r.Decrypted); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d Secret%s decrypted", n, plural(n)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// ReadFlux reads the Flux Kustomization ref names, as the client's
+// identity.
+func ReadFlux(ctx context.Context, c *cluster.Client, ref cluster.Ref) (*Flux, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(FluxKustomizationKind)
+	if err := c.Kube().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
+		return nil, fmt.Errorf("reading Kustomization %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return fluxOf(u, c.Kube())
+}
+
+func fluxOf(u *unstructured.Unstructured, kube client.Client) (*Flux, error) {
+	f := &Flux{Ref: cluster.RefOf(u), kube: kube}
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &f.spec); err != nil {
+		return nil, fmt.Errorf("Kustomization %s/%s: spec: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	if f.spec.SourceRef.Namespace == "" {
+		f.spec.SourceRef.Namespace = u.GetNamespace()
+	}
+	return f, nil
+}
+
+// Name is how the owner is named to a person: "Kustomization flux-system/apps".
+func (f *Flux) Name() string {
+	return fmt.Sprintf("Kustomization %s/%s", f.Ref.Namespace, f.Ref.Name)
+}
+
+// TargetNamespace is the namespace the Kustomization puts objects in, if
+// it sets one.
+func (f *Flux) TargetNamespace() string { return f.spec.TargetNamespace }
+
+// Last is the report of the last render.
+func (f *Flux) Last() Report {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
+}
+
+// Options sets a render's options to build a folder as kustomize-controller
+// would.
+func (f *Flux) Options(o render.Options) render.Options {
+	o.Kustomization = f.kustomization
+	o.PostBuild = f.postBuild
+	return o
+}
+
+// settings lists the Kustomization's settings that change the build.
+func (f *Flux) settings() []string {
+	var out []string
+	s := f.spec
+	if s.TargetNamespace != "" {
+		out = append(out, "targetNamespace "+s.TargetNamespace)
+	}
+	if s.NamePrefix != "" {
+		out = append(out, "namePrefix "+s.NamePrefix)
+	}
+	if s.NameSuffix != "" {
+		out = append(out, "nameSuffix "+s.NameSuffix)
+	}
+	count := func(n int, what string) {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%d %s%s", n, what, plural(n)))
+		}
+	}
+	count(len(s.Patches), "patch")
+	if n := len(s.Patches); n > 1 {
+		out[len(out)-1] = fmt.Sprintf("%d patches", n)
+	}
+	count(len(s.Images), "image")
+	count(len(s.Components), "component")
+	if m := s.CommonMetadata; m != nil && len(m.Labels)+len(m.Annotations) > 0 {
+		out = append(out, "commonMetadata")
+	}
+	return out
+}
+
+// kustomization is the kustomization file kustomize-controller builds the
+// folder with: the folder's own, or one listing its manifests, with the
+// Kustomization's settings over it.
+func (f *Flux) kustomization(fsys source.FS, dir string, own []byte) ([]byte, error) {
+	where := f.Name()
+	k := kusttypes.Kustomization{}
+	if own != nil {
+		if err := sigsyaml.Unmarshal(own, &k); err != nil {
+			return nil, fmt.Errorf("%s: kustomization file: %w", path.Join(dir), err)
+		}
+		if len(k.Resources) == 0 {
+			// kustomize-controller asks for origins of an empty one, so
+			// that it is not refused as empty.
+			k.BuildMetadata = []string{kusttypes.OriginAnnotations}
+		}
+	} else {
+		resources, err := scanManifests(fsys, dir)
+		if err != nil {
+			return nil, fmt.Errorf("%s: listing the manifests of %s: %w", where, dir, err)
+		}
+		if len(resources) == 0 {
+			k.Namespace = "_placeholder" // as kustomize-controller: not empty
+		}
+		k.Resources = resources
+	}
+	k.APIVersion, k.Kind = kusttypes.KustomizationVersion, kusttypes.KustomizationKind
+	s := f.spec
+	if s.TargetNamespace != "" {
+		k.Namespace = s.TargetNamespace
+	}
+	if s.NamePrefix != "" {
+		k.NamePrefix = s.NamePrefix
+	}
+	if s.NameSuffix != "" {
+		k.NameSuffix = s.NameSuffix
+	}
+	for _, p := range s.Patches {
+		k.Patches = append(k.Patches, kusttypes.Patch{Patch: p.Patch, Target: p.Target.selector()})
+	}
+	for i, c := range s.Components {
+		if path.IsAbs(c) || strings.Contains(c, "://") {
+			return nil, fmt.Errorf("%s: spec.components[%d]: %q must be a local, relative path", where, i, c)
+		}
+		if s.IgnoreMissingComponents {
+			if _, err := fsys.Stat(path.Join(dir, c)); errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+		}
+		k.Components = append(k.Components, c)
+	}
+	for _, img := range s.Images {
+		i := slices.IndexFunc(k.Images, func(x kusttypes.Image) bool { return x.Name == img.Name })
+		if i < 0 {
+			k.Images = append(k.Images, kusttypes.Image{Name: img.Name, NewName: img.NewName, NewTag: img.NewTag, Digest: img.Digest})
+			continue
+		}
+		// The Kustomization's fields over the file's; a tag and a digest
+		// are one choice of version, replaced together.
+		if img.NewName != "" {
+			k.Images[i].NewName = img.NewName
+		}
+		if img.NewTag != "" || img.Digest != "" {
+			k.Images[i].NewTag, k.Images[i].Digest = img.NewTag, img.Digest
+		}
+	}
+	if len(s.BuildMetadata) > 0 {
+		k.BuildMetadata = s.BuildMetadata
+	}
+	return sigsyaml.Marshal(k)
+}
+
+// sourceIgnored are the paths source-controller leaves out of every
+// artifact (besides .sourceignore files' patterns): kustomize-controller
+// never sees them.
+var sourceIgnored = []string{
+	".github", ".circleci", ".travis.yml", ".gitlab-ci.yml", "appveyor.yml", ".drone.yml",
+	"cloudbuild.yaml", "codeship-services.yml", "codeship-steps.yml", ".goreleaser.yml", ".sops.yaml", ".flux.yaml",
+}
+
+// scanManifests lists, as kustomize-controller does for a folder without
+// a kustomization, every YAML file under dir and every sub-folder holding
+// a kustomization (not descended into), each relative to dir.
+func scanManifests(fsys source.FS, dir string) ([]string, error) {
+	var out []string
+	err := source.Walk(context.Background(), fsys, dir, source.WalkOptions{}, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		name := path.Base(p)
+		if slices.Contains(sourceIgnored, name) || name == ".git" {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		r := "./" + strings.TrimPrefix(p, dir+"/")
+		if dir == "." {
+			r = "./" + p
+		}
+		if d.IsDir() {
+			for _, k := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
+				if _, err := fsys.Stat(path.Join(p, k)); err == nil {
+					out = append(out, r)
+					return fs.SkipDir
+				}
+			}
+			return nil
+		}
+		if ext := path.Ext(name); ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		data, err := fsys.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := kubernetesYAML(data); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// postBuild does, object by object, what kustomize-controller does after
+// the build: decryption, then variable substitution; then it sets the
+// owner labels and the common metadata, as kustomize-controller does
+// before applying.
+func (f *Flux) postBuild(ctx context.Context, objects []*yaml.RNode) ([]*yaml.RNode, error) {
+	rep := Report{Settings: f.settings(), Substituted: map[string]int{}}
+	var dec *decryptor
+	if d := f.spec.Decryption; d != nil && d.Provider == decryptionSOPS {
+		var err error
+		if dec, err = f.decryptor(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var vars map[string]string
+	var from map[string]string
+	pb := f.spec.PostBuild
+	if pb != nil {
+		var err error
+		if vars, from, err = f.variables(ctx); err != nil {
+			return nil, err
+		}
+	}
+	used := map[string]bool{}
+	out := make([]*yaml.RNode, 0, len(objects))
+	for _, o := range objects {
+		subject := fmt.Sprintf("%s %s", o.GetKind(), strings.Trim(o.GetNamespace()+"/"+o.GetName(), "/"))
+		if dec != nil && !strings.EqualFold(o.GetAnnotations()[annotationDecrypt], disabled) {
+			n, decrypted, err := dec.object(o)
+			if err != nil {
+				return nil, fmt.Errorf("%s: decrypting %s: %w", f.Name(), subject, err)
+			}
+			if decrypted {
+				rep.Decrypted = append(rep.Decrypted, strings.Trim(o.GetNamespace()+"/"+o.GetName(), "/"))
+				o = n
+			}
+		}
+		if pb != nil && (len(vars) > 0 || pb.SubstituteStrategy == substituteAlways) &&
+			o.GetLabels()[annotationSubst] != disabled && o.GetAnnotations()[annotationSubst] != disabled {
+			n, err := substitute(o, vars, used)
+			if err != nil {
+				return nil, fmt.Errorf("%s: post-build substitution in %s: %w", f.Name(), subject, err)
+			}
+			o = n
+		}
+		if err := normalize(o); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", f.Name(), subject, err)
+		}
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[labelFluxName], labels[labelFluxNamespace] = f.Ref.Name, f.Ref.Namespace
+		var annotations map[string]string
+		if m := f.spec.CommonMetadata; m != nil {
+			maps.Copy(labels, m.Labels)
+			if len(m.Annotations) > 0 {
+				annotations = o.GetAnnotations()
+				if annotations == nil {
+					annotations = map[string]string{}
+				}
+				maps.Copy(annotations, m.Annotations)
+			}
+		}
+		if err := o.SetLabels(labels); err != nil {
+			return nil, err
+		}
+		if annotations != nil {
+			if err := o.SetAnnotations(annotations); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, o)
+	}
+	for name := range used {
+		rep.Substituted[from[name]]++
+	}
+	f.mu.Lock()
+	f.last = rep
+	f.mu.Unlock()
+	return out, nil
+}
+
+// kubernetesYAML checks that a file holds Kubernetes objects, as
+// kustomize-controller checks each file it lists.
+func kubernetesYAML(data []byte) error {
+	nodes, err := kio.FromBytes(data)
+	if err != nil {
+		return fmt.Errorf("not YAML: %w", err)
+	}
+	for i, n := range nodes {
+		if n.GetKind() == "" || n.GetApiVersion() == "" {
+			return fmt.Errorf("document %d: not a Kubernetes object (no apiVersion or kind)", i+1)
+		}
+	}
+	return nil
+}
+
+// normalize makes an object what kustomize-controller applies of it: a
+// Secret's stringData moved into its data, and the TCP protocol every
+// container and Service port defaults to written out (as Flux does, so
+// that server-side apply owns what the API server stores).
+func normalize(o *yaml.RNode) error {
+	switch {
+	case o.GetKind() == "Secret" && o.GetApiVersion() == "v1":
+		sd := o.Field("stringData")
+		if sd == nil || sd.Value.YNode().Kind != yaml.MappingNode || len(sd.Value.YNode().Content) == 0 {
+			return nil
+		}
+		data, err := o.Pipe(yaml.LookupCreate(yaml.MappingNode, "data"))
+		if err != nil {
+			return err
+		}
+		c := sd.Value.YNode().Content
+		for i := 0; i+1 < len(c); i += 2 {
+			v := base64.StdEncoding.EncodeToString([]byte(c[i+1].Value))
+			if err := data.PipeE(yaml.SetField(c[i].Value, yaml.NewStringRNode(v))); err != nil {
+				return err
+			}
+		}
+		return o.PipeE(yaml.Clear("stringData"))
+	case o.GetKind() == "Service" && o.GetApiVersion() == "v1":
+		return defaultProtocol(o, "spec", "ports")
+	}
+	var pod []string
+	switch o.GetKind() {
+	case "Pod":
+		pod = []string{"spec"}
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job":
+		pod = []string{"spec", "template", "spec"}
+	case "CronJob":
+		pod = []string{"spec", "jobTemplate", "spec", "template", "spec"}
+	default:
+		return nil
+	}
+	containers, err := o.Pipe(yaml.Lookup(append(pod, "containers")...))
+	if err != nil || containers == nil {
+		return err
+	}
+	items, err := containers.Elements()
+	if err != nil {
+		return nil
+	}
+	for _, c := range items {
+		if err := defaultProtocol(c, "ports"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// defaultProtocol sets protocol TCP on the ports at path that have none.
+func defaultProtocol(o *yaml.RNode, path ...string) error {
+	ports, err := o.Pipe(yaml.Lookup(path...))
+	if err != nil || ports == nil {
+		return err
+	}
+	items, err := ports.Elements()
+	if err != nil {
+		return nil
+	}
+	for _, p := range items {
+		if p.Field("protocol") == nil {
+			if err := p.PipeE(yaml.SetField("protocol", yaml.NewStringRNode("TCP"))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var varName = regexp.MustCompile(`^[_[:alpha:]][_[:alpha:][:digit:]]*$`)
+
+// variables reads the substitution variables as kustomize-controller
+// does: the substituteFrom ConfigMaps' and Secrets' keys in order (an
+// optional one that is missing skipped), the inline substitute over
+// them, newlines taken out of every value. from says where each came
+// from.
+func (f *Flux) variables(ctx context.Context) (vars, from map[string]string, err error) {
+	vars, from = map[string]string{}, map[string]string{}
+	size := 0
+	add := func(k, v, src string) error {
+		size += len(k) + len(v)
+		if len(vars) >= maxVariables || size > maxVariablesBytes {
+			return fmt.Errorf("%s: spec.postBuild: more than %d variables or %d MiB of them", f.Name(), maxVariables, maxVariablesBytes>>20)
+		}
+		vars[k], from[k] = strings.ReplaceAll(v, "\n", ""), src
+		return nil
+	}
+	for i, ref := range f.spec.PostBuild.SubstituteFrom {
+		src := ref.Kind + " " + ref.Name
+		key := client.ObjectKey{Namespace: f.Ref.Namespace, Name: ref.Name}
+		var data map[string]string
+		switch ref.Kind {
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			if err := f.kube.Get(ctx, key, &cm); err != nil {
+				if ref.Optional && apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, nil, fmt.Errorf("%s: spec.postBuild.substituteFrom[%d]: reading %s/%s: %w", f.Name(), i, src, f.Ref.Namespace, err)
+			}
+			data = cm.Data
+		case "Secret":
+			var s corev1.Secret
+			if err := f.kube.Get(ctx, key, &s); err != nil {
+				if ref.Optional && apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, nil, fmt.Errorf("%s: spec.postBuild.substituteFrom[%d]: reading %s/%s: %w", f.Name(), i, src, f.Ref.Namespace, err)
+			}
+			data = map[string]string{}
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+		default:
+			return nil, nil, fmt.Errorf("%s: spec.postBuild.substituteFrom[%d].kind %q: must be ConfigMap or Secret", f.Name(), i, ref.Kind)
+		}
+		for _, k := range slices.Sorted(maps.Keys(data)) {
+			if err := add(k, data[k], src); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.spec.PostBuild.Substitute)) {
+		if err := add(k, f.spec.PostBuild.Substitute[k], sourceInlineVarName); err != nil {
+			return nil, nil, err
+		}
+	}
+	for k := range vars {
+		if !varName.MatchString(k) {
+			return nil, nil, fmt.Errorf("%s: variable %q (from %s): a name must match %s", f.Name(), k, from[k], varName)
+		}
+	}
+	return vars, from, nil
+}
+
+// substitute replaces ${var} expressions in an object as
+// kustomize-controller does: on the object's YAML (as kustomize prints a
+// resource: its JSON turned into YAML), a variable that is not set
+// becoming empty, then read back.
+func substitute(o *yaml.RNode, vars map[string]string, used map[string]bool) (*yaml.RNode, error) {
+	j, err := o.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	text, err := sigsyaml.JSONToYAML(j)
+	if err != nil {
+		return nil, err
+	}
+	out, err := envsubst.Eval(string(text), func(name string) (string, bool) {
+		v, ok := vars[name]
+		if ok {
+			used[name] = true
+		}
+		return v, true
+	})
+	if err != nil {
+		return nil, err
+	}
+	j, err = sigsyaml.YAMLToJSON([]byte(out))
+	if err != nil {
+		return nil, fmt.Errorf("the result is not YAML: %w", err)
+	}
+	n := yaml.NewMapRNode(nil)
+	if err := n.UnmarshalJSON(j); err != nil {
+		return nil, err
+	}
+	return n, nil
+}

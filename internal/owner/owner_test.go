@@ -1,0 +1,296 @@
+package owner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/source"
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// flux makes a Flux from a Kustomization's spec, as YAML.
+func flux(t *testing.T, spec string) *Flux {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := sigsyaml.Unmarshal([]byte("apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n"+spec), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fluxOf(u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func tree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// renderAs renders dir of a tree as f applies it.
+func renderAs(t *testing.T, f *Flux, root, dir string) ([]*yaml.RNode, error) {
+	t.Helper()
+	fsys, err := source.Dir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	res, err := render.Render(context.Background(), fsys, dir, f.Options(render.Options{}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Nodes()
+}
+
+func field(t *testing.T, objs []*yaml.RNode, kind, name string, path ...string) string {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			n, err := o.Pipe(yaml.Lookup(path...))
+			if err != nil || n == nil {
+				return "<none>"
+			}
+			return strings.TrimSpace(n.MustString())
+		}
+	}
+	var names []string
+	for _, o := range objs {
+		names = append(names, o.GetKind()+"/"+o.GetName())
+	}
+	t.Fatalf("no %s %s among %v", kind, name, names)
+	return ""
+}
+
+const deployment = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: registry.example.com/web:1.0}]
+`
+
+func TestAFolderRendersAsItsKustomizationAppliesIt(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		spec  string
+		check func(t *testing.T, objs []*yaml.RNode)
+	}{{
+		name: "a folder without a kustomization: every manifest under it, a sub-kustomization whole, CI files left out",
+		files: map[string]string{
+			"apps/web.yaml":                  deployment,
+			"apps/more/cm.yaml":              "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: more}\n",
+			"apps/sub/kustomization.yaml":    "resources: [a.yaml]\nnamePrefix: sub-\n",
+			"apps/sub/a.yaml":                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+			"apps/sub/unlisted.yaml":         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: unlisted}\n",
+			"apps/.sops.yaml":                "creation_rules: [{age: x}]\n",
+			"apps/.github/workflows/ci.yaml": "on: push\n",
+			"apps/README.md":                 "# apps\n",
+		},
+		spec: "  path: ./apps\n  targetNamespace: shop\n  sourceRef: {kind: GitRepository, name: fleet}\n",
+		check: func(t *testing.T, objs []*yaml.RNode) {
+			if len(objs) != 3 {
+				t.Errorf("%d objects, want web, more and sub-a", len(objs))
+			}
+			if got := field(t, objs, "ConfigMap", "sub-a", "metadata", "namespace"); got != "shop" {
+				t.Errorf("sub-a's namespace %q", got)
+			}
+			field(t, objs, "ConfigMap", "more")
+		},
+	}, {
+		name: "the folder's kustomization amended: namespace replaced, names prefixed and suffixed, an image's tag replaced and its name kept, patches, components",
+		files: map[string]string{
+			"apps/kustomization.yaml":       "namespace: mine\nresources: [web.yaml]\nimages: [{name: registry.example.com/web, newName: mirror.example.com/web, newTag: '2.0'}]\n",
+			"apps/web.yaml":                 deployment,
+			"apps/extra/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [cm.yaml]\n",
+			"apps/extra/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\n",
+		},
+		spec: `  path: ./apps
+  targetNamespace: shop
+  namePrefix: eu-
+  nameSuffix: "-1"
+  images: [{name: registry.example.com/web, newTag: '3.0'}]
+  components: [extra, missing]
+  ignoreMissingComponents: true
+  patches:
+  - target: {kind: Deployment}
+    patch: |
+      - op: replace
+        path: /spec/replicas
+        value: 5
+`,
+		check: func(t *testing.T, objs []*yaml.RNode) {
+			if got := field(t, objs, "Deployment", "eu-web-1", "metadata", "namespace"); got != "shop" {
+				t.Errorf("namespace %q, want the Kustomization's", got)
+			}
+			if got := field(t, objs, "Deployment", "eu-web-1", "spec", "template", "spec", "containers", "[name=web]", "image"); got != "mirror.example.com/web:3.0" {
+				t.Errorf("image %q: the Kustomization's tag over the file's, the file's newName kept", got)
+			}
+			if got := field(t, objs, "Deployment", "eu-web-1", "spec", "replicas"); got != "5" {
+				t.Errorf("replicas %q, want the patch's", got)
+			}
+			field(t, objs, "ConfigMap", "eu-extra-1")
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := tree(t, tt.files)
+			objs, err := renderAs(t, flux(t, tt.spec), root, "apps")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, objs)
+		})
+	}
+}
+
+func TestAMissingComponentOrANonKubernetesFileFailsNamingIt(t *testing.T) {
+	root := tree(t, map[string]string{"apps/web.yaml": deployment, "apps/notes.yaml": "just: notes\n"})
+	_, err := renderAs(t, flux(t, "  path: ./apps\n  sourceRef: {kind: GitRepository, name: fleet}\n"), root, "apps")
+	if err == nil || !strings.Contains(err.Error(), "apps/notes.yaml") || !strings.Contains(err.Error(), "Kustomization flux-system/apps") {
+		t.Errorf("err = %v, want one naming apps/notes.yaml and the Kustomization", err)
+	}
+	root = tree(t, map[string]string{"apps/web.yaml": deployment})
+	_, err = renderAs(t, flux(t, "  components: [nope]\n  sourceRef: {kind: GitRepository, name: fleet}\n"), root, "apps")
+	if err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("err = %v, want one naming the missing component", err)
+	}
+}
+
+func TestSubstitutionIsFluxs(t *testing.T) {
+	cmap := `apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data:
+  domain: web.${cluster_domain}
+  greeting: ${greeting:=hello}
+  missing: "[${nothing}]"
+  upper: ${cluster_domain^^}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: literal
+  annotations: {kustomize.toolkit.fluxcd.io/substitute: disabled}
+data: {v: "${cluster_domain}"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: ${replicas}
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: web}]
+`
+	root := tree(t, map[string]string{"apps/all.yaml": cmap})
+	f := flux(t, "  postBuild:\n    substitute: {cluster_domain: example.org, replicas: '3'}\n  commonMetadata: {labels: {team: shop}, annotations: {owner: shop}}\n  sourceRef: {kind: GitRepository, name: fleet}\n")
+	objs, err := renderAs(t, f, root, "apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ kind, name, path, want string }{
+		{"ConfigMap", "settings", "data.domain", "web.example.org"},
+		{"ConfigMap", "settings", "data.greeting", "hello"},
+		{"ConfigMap", "settings", "data.missing", "'[]'"},
+		{"ConfigMap", "settings", "data.upper", "EXAMPLE.ORG"},
+		{"ConfigMap", "literal", "data.v", "${cluster_domain}"},
+		{"Deployment", "web", "spec.replicas", "3"},
+		{"Deployment", "web", "metadata.labels.team", "shop"},
+		{"Deployment", "web", "metadata.annotations.owner", "shop"},
+		{"ConfigMap", "literal", "metadata.labels.kustomize\\.toolkit\\.fluxcd\\.io/name", "apps"},
+	} {
+		var path []string
+		for _, p := range strings.Split(strings.ReplaceAll(c.path, "\\.", "\x00"), ".") {
+			path = append(path, strings.ReplaceAll(p, "\x00", "."))
+		}
+		if got := field(t, objs, c.kind, c.name, path...); got != c.want {
+			t.Errorf("%s %s %s = %s, want %s", c.kind, c.name, c.path, got, c.want)
+		}
+	}
+	if n, _ := objs[2].Pipe(yaml.Lookup("spec", "replicas")); n == nil || n.YNode().Tag != "!!int" {
+		t.Errorf("replicas is not an integer after substitution: %v", n)
+	}
+	if got := f.Last().String(); got != "commonMetadata, 2 substitutions from spec.postBuild.substitute" {
+		t.Errorf("report %q", got)
+	}
+}
+
+const plainSecret = `apiVersion: v1
+kind: Secret
+metadata:
+  name: db
+type: Opaque
+stringData:
+  password: s3cret
+  port: "5432"
+data:
+  token: dG9rZW4=
+`
+
+func TestSOPSSecretsDecryptAsFluxDecryptsThem(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := age.GenerateX25519Identity()
+	enc := testenv.SOPSEncrypt(t, plainSecret, id.Recipient().String(), "^(data|stringData)$")
+	if strings.Contains(enc, "s3cret") || !strings.Contains(enc, "ENC[AES256_GCM") {
+		t.Fatalf("not encrypted:\n%s", enc)
+	}
+	decrypt := func(d *decryptor, doc string) (*yaml.RNode, bool, error) {
+		n, err := yaml.Parse(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.object(n)
+	}
+	d := &decryptor{secret: "flux-system/sops-age", age: []age.Identity{other, id}}
+	out, ok, err := decrypt(d, enc)
+	if err != nil || !ok {
+		t.Fatalf("decrypted %v: %v", ok, err)
+	}
+	want, _ := yaml.Parse(plainSecret)
+	if got, w := out.MustString(), want.MustString(); got != w {
+		t.Errorf("decrypted:\n%s\nwant:\n%s", got, w)
+	}
+
+	// Only the wrong key: the message names the key it needs.
+	_, _, err = decrypt(&decryptor{secret: "flux-system/sops-age", age: []age.Identity{other}}, enc)
+	if err == nil || !strings.Contains(err.Error(), id.Recipient().String()) || !strings.Contains(err.Error(), "flux-system/sops-age") {
+		t.Errorf("err = %v, want one naming the Secret and the recipient", err)
+	}
+	// A value moved to another key does not decrypt (its path is its
+	// additional data).
+	moved := strings.Replace(enc, "password:", "passwd:", 1)
+	if _, _, err := decrypt(d, moved); err == nil || !strings.Contains(err.Error(), "stringData.passwd") {
+		t.Errorf("err = %v, want one naming stringData.passwd", err)
+	}
+	// An object without sops metadata is left as it is.
+	if _, ok, err := decrypt(d, plainSecret); ok || err != nil {
+		t.Errorf("a plain Secret: decrypted %v, %v", ok, err)
+	}
+}
