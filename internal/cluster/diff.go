@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/base64"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sort"
 	"strings"
 
@@ -104,6 +105,13 @@ func (c *Client) diffOne(ctx context.Context, p *plan, obj Object) (Change, erro
 	case Configured:
 		clean(live)
 		clean(merged)
+		if equality.Semantic.DeepEqual(live.Object, merged.Object) {
+			// Only what no one reads changes (Sluice's own digest of
+			// what it applied, or who manages which field): an object
+			// another tool applied alike is unchanged.
+			ch.Action = Unchanged
+			break
+		}
 		ch.Diff = unified(live, merged, ref.String())
 	}
 	return ch, nil

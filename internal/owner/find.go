@@ -166,3 +166,49 @@ func repoKey(u string) string {
 	}
 	return host + "/" + strings.TrimSuffix(strings.Trim(p.Path, "/"), ".git")
 }
+
+// FromLabels finds the Flux Kustomization that applied the live
+// counterparts of objects (namespaced ones without a namespace looked
+// up in namespace), by the owner labels kustomize-controller sets on
+// what it applies: when they all name one, and its spec.path is rel
+// (the folder's path in its repository), it is the folder's owner. It
+// returns nil otherwise.
+func FromLabels(ctx context.Context, c *cluster.Client, objects []*unstructured.Unstructured, namespace, rel string) (Owner, error) {
+	var ref *cluster.Ref
+	for _, o := range objects {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		key := client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}
+		if key.Namespace == "" {
+			if namespaced, err := c.Kube().IsObjectNamespaced(o); err == nil && namespaced {
+				key.Namespace = namespace
+			}
+		}
+		if err := c.Kube().Get(ctx, key, live); err != nil {
+			continue // not there, or not this person's to see
+		}
+		l := live.GetLabels()
+		name, ns := l[labelFluxName], l[labelFluxNamespace]
+		if name == "" || ns == "" {
+			continue
+		}
+		if ref != nil && (ref.Name != name || ref.Namespace != ns) {
+			return nil, nil // several owners: none is the folder's
+		}
+		ref = &cluster.Ref{Namespace: ns, Name: name}
+	}
+	if ref == nil {
+		return nil, nil
+	}
+	f, err := ReadFlux(ctx, c, *ref)
+	if err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if path.Clean(strings.TrimPrefix(f.spec.Path, "/")) != path.Clean(rel) {
+		return nil, nil // it applies another folder, of which this may be a part
+	}
+	return f, nil
+}

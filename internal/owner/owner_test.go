@@ -1,13 +1,17 @@
 package owner
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"filippo.io/age"
+	"github.com/ProtonMail/go-crypto/openpgp"
+	pgparmor "github.com/ProtonMail/go-crypto/openpgp/armor"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -292,5 +296,42 @@ func TestSOPSSecretsDecryptAsFluxDecryptsThem(t *testing.T) {
 	// An object without sops metadata is left as it is.
 	if _, ok, err := decrypt(d, plainSecret); ok || err != nil {
 		t.Errorf("a plain Secret: decrypted %v, %v", ok, err)
+	}
+}
+
+func TestSOPSSecretsEncryptedForAnOpenPGPKeyDecrypt(t *testing.T) {
+	entity, err := openpgp.NewEntity("fleet", "", "fleet@example.com", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := testenv.SOPSEncryptPGP(t, plainSecret, entity, "^(data|stringData)$")
+	var armored bytes.Buffer
+	w, err := pgparmor.Encode(&armored, openpgp.PrivateKeyType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := entity.SerializePrivate(w, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	// The key as Flux reads it: the armored private key of a *.asc entry.
+	keys, err := openpgp.ReadArmoredKeyRing(&armored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := yaml.Parse(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, ok, err := (&decryptor{secret: "flux-system/sops-gpg", pgp: keys}).object(n)
+	if err != nil || !ok {
+		t.Fatalf("decrypted %v: %v", ok, err)
+	}
+	want, _ := yaml.Parse(plainSecret)
+	if got, w := out.MustString(), want.MustString(); got != w {
+		t.Errorf("decrypted:\n%s\nwant:\n%s", got, w)
+	}
+	if _, _, err := (&decryptor{secret: "flux-system/sops-gpg"}).object(n); err == nil || !strings.Contains(err.Error(), "OpenPGP key "+strings.ToUpper(hex.EncodeToString(entity.PrimaryKey.Fingerprint))) {
+		t.Errorf("without the key: %v, want the fingerprint named", err)
 	}
 }

@@ -780,6 +780,19 @@ func TestARunAppliesWhatFluxAppliesSoOnlyTheEditDiffers(t *testing.T) {
 		}
 		return ""
 	})
+
+	// Side by side: the owner's settings, then the namespace rewritten
+	// (the Kustomization's targetNamespace included); the owner untouched.
+	v := runSession(t, f.c, RunOptions{Dir: filepath.Join(f.work.Dir, "shop"), Session: Options{Name: "side", Mode: Version}})
+	if it := v.ok(t); !strings.Contains(it.AsOwner, "targetNamespace "+f.ns) {
+		t.Errorf("version mode: %q", it.AsOwner)
+	}
+	side := get(t, f.c, "v1", "ConfigMap", f.ns+"-side", "eu-settings")
+	if side == nil || !reflect.DeepEqual(side.Object["data"], map[string]any{"domain": "shop.example.org", "region": "eu-west", "tier": "gold"}) {
+		t.Errorf("the version's settings: %v", side)
+	}
+	sameDump(t, before, snapshot())
+	v.stop(t)
 }
 
 func shopFleetSettings(t *testing.T, f *realFlux) string {
@@ -793,4 +806,32 @@ func shopFleetSettings(t *testing.T, f *realFlux) string {
 
 func deepCopy(m map[string]any) map[string]any {
 	return runtime.DeepCopyJSON(m)
+}
+
+// A tree whose remote is not its source's URL (a fork, a mirror) finds
+// its Kustomization by the labels kustomize-controller set on what it
+// applied, and applies nothing that differs.
+func TestARunFindsTheKustomizationByItsLabelsOnALiveObject(t *testing.T) {
+	f := startRealFlux(t, fleet)
+	f.apply(fluxApps)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
+	testenv.Git(t, f.work.Dir, "remote", "set-url", "origin", "https://mirror.example.com/someone/fleet.git")
+	marks := append([]string{annotationSession, annotationFluxDisabled, "sluice.dev/applied"}, handBack...)
+	before, err := testenv.Dump(cp.Config, []string{f.ns}, nil, marks...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := runSession(t, f.c, RunOptions{Dir: filepath.Join(f.work.Dir, "apps"), Session: Options{Namespace: f.ns}})
+	if st := <-h.started; st.Owner != "Kustomization "+f.fluxNS+"/apps" {
+		t.Errorf("started as %q", st.Owner)
+	}
+	if it := h.ok(t); it.AsOwner != "as Kustomization "+f.fluxNS+"/apps: targetNamespace "+f.ns {
+		t.Errorf("the first iteration says %q", it.AsOwner)
+	}
+	during, err := testenv.Dump(cp.Config, []string{f.ns}, nil, marks...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameDump(t, before, during)
+	h.stop(t)
 }

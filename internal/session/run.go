@@ -169,6 +169,9 @@ func Run(ctx context.Context, c *cluster.Client, o RunOptions) (*Outcome, error)
 		if own, err = owner.Resolve(ctx, c, dir, o.Repo, o.AsOwner); err != nil {
 			return nil, err
 		}
+		if own == nil && o.AsOwner == "" {
+			own = ownerByLabels(ctx, c, dir, o)
+		}
 	}
 	if own != nil {
 		o.Render = own.Options(o.Render)
@@ -236,6 +239,36 @@ func Run(ctx context.Context, c *cluster.Client, o RunOptions) (*Outcome, error)
 	}
 	out.Restoration, err = s.Stop(rctx)
 	return out, errors.Join(err, manifestErr)
+}
+
+// ownerByLabels finds the Flux Kustomization that applied what dir
+// renders (as it is), from the labels it set on the live objects: the
+// owner of a tree whose remote does not match its source's URL (a fork,
+// a mirror). Nil when there is none, or on any error: the session then
+// renders the folder as it is, as before.
+func ownerByLabels(ctx context.Context, c *cluster.Client, dir string, o RunOptions) owner.Owner {
+	head, err := source.LocalHead(dir)
+	if err != nil {
+		return nil
+	}
+	rel, err := filepath.Rel(head.Root, dir)
+	if err != nil {
+		return nil
+	}
+	r, err := deploy.Render(ctx, dir, o.Render)
+	if err != nil {
+		return nil
+	}
+	objs := make([]*unstructured.Unstructured, len(r.Objects))
+	for i, obj := range r.Objects {
+		objs[i] = obj.Unstructured
+	}
+	ns := o.Session.Namespace
+	if ns == "" {
+		ns = c.Namespace
+	}
+	own, _ := owner.FromLabels(ctx, c, objs, ns, filepath.ToSlash(rel))
+	return own
 }
 
 // chartRelease points a chart at the values of the Flux HelmRelease that
