@@ -23,6 +23,7 @@ tools:
 	hack/kustomize/build.sh >/dev/null
 	hack/flux/build.sh >/dev/null
 	hack/argocd/build.sh >/dev/null
+	hack/argocd/build.sh argocd-manifests >/dev/null
 	hack/controller-gen/build.sh >/dev/null
 	hack/gitea/build.sh >/dev/null
 	hack/chromium/install.sh >/dev/null

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Builds Argo CD's ApplicationSet controller, which the live-session tests
-# run: from the Go module proxy through the wrapper module here (a main of
-# its own over argo-cd's controller command, argo-cd's go.mod replace lines
-# copied), into bin/argocd/applicationset-controller-<version>/ (git-ignored),
-# unless it is there. Prints the binary's path. About 5 minutes the first
-# time, on 2 cores.
+# Builds a part of Argo CD the tests run, NAME (default
+# applicationset-controller, which the live-session tests run; or
+# argocd-manifests, Argo CD's own manifest generation, which the tests
+# compare Sluice's rendering as an Application to): from the Go module
+# proxy through the wrapper module hack/argocd/NAME (a main of its own over
+# argo-cd's packages, argo-cd's go.mod replace lines copied), into
+# bin/argocd/NAME-<version>/ (git-ignored), unless it is there. Prints the
+# binary's path. About 5 minutes the first time, on 2 cores.
 # With --check it builds nothing, and fails when the binary is missing.
 set -euo pipefail
 check=false
 if [ "${1:-}" = --check ]; then check=true; shift; fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-name=applicationset-controller
-version=$(awk '$1=="require" && $2=="github.com/argoproj/argo-cd/v3" {print $3}' "$here/$name/go.mod")
+name=${1:-applicationset-controller}
+version=$(awk '$1=="require" && $2=="github.com/argoproj/argo-cd/v3" {print $3} $1=="github.com/argoproj/argo-cd/v3" {print $2}' "$here/$name/go.mod" | head -1)
 dir=$root/bin/argocd/$name-$version
 if $check; then
   if [ ! -x "$dir/$name" ]; then

@@ -13,4 +13,10 @@
 // owner labels kustomize-controller sets. The ConfigMaps and Secrets it
 // names are read as the person running Sluice, as kubectl would read
 // them; decrypted data stays in memory.
+//
+// For an Argo CD Application it is what Argo CD's repo-server generates
+// for the source whose path is the folder: the source type from the
+// folder, its kustomize options applied as the `kustomize edit` commands
+// Argo CD runs, its Helm release name, values files, values and
+// parameters, its directory options, then Argo CD's resource tracking.
 package owner

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,8 +56,11 @@ func Resolve(ctx context.Context, c *cluster.Client, dir, repo, name string) (Ow
 		if !ok || ns == "" || n == "" || strings.Contains(n, "/") {
 			return nil, fmt.Errorf("--as-owner %q: give [Kustomization/]NAMESPACE/NAME, or %s", name, None)
 		}
+		if strings.EqualFold(kind, "Application") || strings.EqualFold(kind, "applications.argoproj.io") {
+			return ReadArgo(ctx, c, cluster.Ref{Namespace: ns, Name: n}, dir)
+		}
 		if !strings.EqualFold(kind, "Kustomization") && !strings.EqualFold(kind, "kustomizations.kustomize.toolkit.fluxcd.io") {
-			return nil, fmt.Errorf("--as-owner %q: kind %s: only Flux Kustomizations are read", name, kind)
+			return nil, fmt.Errorf("--as-owner %q: kind %s: give a Flux Kustomization or an Argo CD Application", name, kind)
 		}
 		f, err := ReadFlux(ctx, c, cluster.Ref{Namespace: ns, Name: n})
 		if err != nil {
@@ -80,10 +84,122 @@ func Resolve(ctx context.Context, c *cluster.Client, dir, repo, name string) (Ow
 		return nil, nil
 	}
 	f, err := FindFlux(ctx, c, repo, filepath.ToSlash(rel))
-	if f == nil {
-		return nil, err // no typed nil in the interface
+	if err != nil {
+		return nil, err
 	}
-	return f, nil
+	a, err := FindArgo(ctx, c, repo, filepath.ToSlash(rel), abs, head.Commit)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case f != nil && a != nil:
+		return nil, fmt.Errorf("both %s and %s apply %s: name one with --as-owner", f.Name(), a.Name(), rel)
+	case f != nil:
+		return f, nil
+	case a != nil:
+		return a, nil
+	}
+	return nil, nil // no typed nil in the interface
+}
+
+// ReadArgo reads the Argo CD Application ref names, for the folder dir of
+// a working tree: the one of its sources whose path is dir's.
+func ReadArgo(ctx context.Context, c *cluster.Client, ref cluster.Ref, dir string) (Owner, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(ArgoApplicationKind)
+	if err := c.Kube().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
+		return nil, fmt.Errorf("reading Application %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	rel, commit := ".", ""
+	if head, err := source.LocalHead(abs); err == nil {
+		if r, err := filepath.Rel(head.Root, abs); err == nil {
+			rel = filepath.ToSlash(r)
+		}
+		commit = head.Commit
+	}
+	sources := argoSources(u)
+	i := slices.IndexFunc(sources, func(s argoSourceRef) bool { return s.path == rel })
+	if i < 0 {
+		i = slices.IndexFunc(sources, func(s argoSourceRef) bool { return s.path != "" })
+	}
+	if i < 0 {
+		return nil, fmt.Errorf("Application %s/%s has no source with a path (a chart from a Helm repository is not rendered from a tree)", ref.Namespace, ref.Name)
+	}
+	return argoOf(ctx, c, u, sources[i].index, abs, rel, commit)
+}
+
+// argoSourceRef is an Application source's place and folder.
+type argoSourceRef struct {
+	index int // -1: spec.source
+	repo  string
+	path  string
+}
+
+func argoSources(u *unstructured.Unstructured) []argoSourceRef {
+	var out []argoSourceRef
+	clean := func(p string) string {
+		if p == "" {
+			return ""
+		}
+		return path.Clean(strings.TrimPrefix(p, "/"))
+	}
+	if m, ok, _ := unstructured.NestedMap(u.Object, "spec", "source"); ok {
+		repo, _ := m["repoURL"].(string)
+		p, _ := m["path"].(string)
+		out = append(out, argoSourceRef{index: -1, repo: repo, path: clean(p)})
+	}
+	list, _, _ := unstructured.NestedSlice(u.Object, "spec", "sources")
+	for i, s := range list {
+		m, _ := s.(map[string]any)
+		repo, _ := m["repoURL"].(string)
+		p, _ := m["path"].(string)
+		out = append(out, argoSourceRef{index: i, repo: repo, path: clean(p)})
+	}
+	return out
+}
+
+// FindArgo finds the Argo CD Application with a source of repoURL whose
+// path is rel (dir on this machine, at commit). It returns nil when none
+// has; an error naming them when several have.
+func FindArgo(ctx context.Context, c *cluster.Client, repoURL, rel, dir, commit string) (*Argo, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(ArgoApplicationKind.GroupVersion().WithKind("ApplicationList"))
+	if err := c.Kube().List(ctx, l); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing Argo CD Applications: %w", err)
+	}
+	want := repoKey(repoURL)
+	rel = path.Clean(rel)
+	type match struct {
+		u     *unstructured.Unstructured
+		index int
+	}
+	var found []match
+	for i := range l.Items {
+		for _, s := range argoSources(&l.Items[i]) {
+			if s.path == rel && repoKey(s.repo) == want {
+				found = append(found, match{&l.Items[i], s.index})
+				break
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, nil
+	case 1:
+		return argoOf(ctx, c, found[0].u, found[0].index, dir, rel, commit)
+	}
+	var names []string
+	for _, m := range found {
+		names = append(names, m.u.GetNamespace()+"/"+m.u.GetName())
+	}
+	return nil, fmt.Errorf("several Argo CD Applications apply %s of %s (%s): name one with --as-owner Application/NAMESPACE/NAME", rel, source.Redact(repoURL), strings.Join(names, ", "))
 }
 
 // FindFlux finds the Flux Kustomization that applies the folder rel of

@@ -335,3 +335,41 @@ func TestSOPSSecretsEncryptedForAnOpenPGPKeyDecrypt(t *testing.T) {
 		t.Errorf("without the key: %v, want the fingerprint named", err)
 	}
 }
+
+func TestArgoCDGlobsAndImages(t *testing.T) {
+	for _, c := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"*.yaml", "a.yaml", true},
+		{"*.yaml", "sub/a.yaml", true}, // * crosses folders, as Argo CD's globs
+		{"{a,b}.yaml", "b.yaml", true},
+		{"{sub/not-*,other/*}", "sub/not-this.yaml", true},
+		{"{sub/not-*,other/*}", "sub/this.yaml", false},
+		{"?.yml", "c.yml", true},
+		{"?.yml", "cc.yml", false},
+	} {
+		if got := globMatch(c.pattern, c.name); got != c.want {
+			t.Errorf("globMatch(%q, %q) = %v", c.pattern, c.name, got)
+		}
+	}
+	for arg, want := range map[string]string{
+		"nginx:1.25":                       "nginx  1.25 ",
+		"nginx=registry.example.com/ngx:2": "nginx registry.example.com/ngx 2 ",
+		"web@sha256:abc":                   "web   sha256:abc",
+		"localhost:5000/web=mirror/web:v1": "localhost:5000/web mirror/web v1 ",
+		"registry.example.com:443/web:1.0": "registry.example.com:443/web  1.0 ",
+	} {
+		im, err := parseImageArg(arg)
+		if err != nil {
+			t.Errorf("%s: %v", arg, err)
+			continue
+		}
+		if got := im.Name + " " + im.NewName + " " + im.NewTag + " " + im.Digest; got != want {
+			t.Errorf("%s: %q, want %q", arg, got, want)
+		}
+	}
+	if _, err := parseImageArg("nginx"); err == nil {
+		t.Error("an image without a tag, digest or new name is refused, as kustomize edit set image refuses it")
+	}
+}

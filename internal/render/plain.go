@@ -22,16 +22,31 @@ import (
 // file and line. Every file must be inside dir: a symbolic link that leads
 // out of it is refused, as kustomize refuses one out of a kustomization's
 // folder, and one that leads back to a folder above it is a cycle.
-func plainDir(ctx context.Context, g *guard, dir string) (objs []*yaml.RNode, origins []string, size int64, err error) {
+//
+// With o set, the folder is read as an Argo CD directory source is: its
+// sub-folders only when o.Recurse, hidden files too (.git aside), a file
+// only when o.Match accepts its path relative to dir, and none that holds
+// the marker +argocd:skip-file-rendering.
+func plainDir(ctx context.Context, g *guard, dir string, o *Directory) (objs []*yaml.RNode, origins []string, size int64, err error) {
 	p := &parser{lim: g.lim}
 	err = source.Walk(ctx, g, dir, source.WalkOptions{}, func(f string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if f != dir && strings.HasPrefix(d.Name(), ".") {
+		hidden := strings.HasPrefix(d.Name(), ".")
+		if o != nil {
+			hidden = d.Name() == ".git"
+		}
+		if f != dir && hidden {
 			if d.IsDir() {
 				return fs.SkipDir
 			}
+			return nil
+		}
+		if o != nil && d.IsDir() && f != dir && !o.Recurse {
+			return fs.SkipDir
+		}
+		if o != nil && !d.IsDir() && o.Match != nil && !o.Match(strings.TrimPrefix(f, dir+"/")) {
 			return nil
 		}
 		if d.IsDir() {
@@ -52,6 +67,9 @@ func plainDir(ctx context.Context, g *guard, dir string) (objs []*yaml.RNode, or
 		if err != nil {
 			return err
 		}
+		if o != nil && bytes.Contains(data, []byte("+argocd:skip-file-rendering")) {
+			return nil
+		}
 		// What a folder holds is what it outputs: past the output limit,
 		// it stops before parsing more.
 		size += int64(len(data))
@@ -69,6 +87,15 @@ func plainDir(ctx context.Context, g *guard, dir string) (objs []*yaml.RNode, or
 		return nil
 	})
 	return objs, origins, size, err
+}
+
+// Directory says how a plain folder is read, when not as Sluice reads
+// one (see plainDir).
+type Directory struct {
+	Recurse bool
+	// Match, if set, says whether a file (its path relative to the
+	// folder) is read.
+	Match func(rel string) bool
 }
 
 // ParseObjects parses a multi-document YAML (or a JSON object) into

@@ -77,6 +77,9 @@ type Options struct {
 	// patches, images) are rendered with a folder. The folder is then
 	// built by kustomize, whether it has a kustomization or not.
 	Kustomization func(fsys source.FS, dir string, own []byte) ([]byte, error)
+	// Directory, if set, is how a plain folder is read (an Argo CD
+	// Application's source.directory).
+	Directory *Directory
 	// PostBuild, if set, is given the rendered objects and returns the
 	// objects the render gives (a Flux Kustomization's decryption and
 	// variable substitution).
@@ -232,7 +235,7 @@ func render(ctx context.Context, tr, fsys source.FS, dir string, o Options, lim 
 		}
 	case Plain:
 		var origins []string
-		res.Objects, origins, size, err = plainDir(ctx, g, dir)
+		res.Objects, origins, size, err = plainDir(ctx, g, dir, o.Directory)
 		if o.Origins {
 			res.Origins = origins
 		}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -277,5 +278,85 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A session on a folder an Argo CD Application deploys renders it as Argo
+// CD's repo-server does (its kustomize options, its resource tracking),
+// so that on an unchanged tree it applies nothing that differs from what
+// Argo CD applied; the Application's automated sync is off meanwhile, and
+// back after.
+func TestARunAppliesWhatArgoCDAppliesSoNothingDiffers(t *testing.T) {
+	c := newClient(t)
+	ns, argoNS := testenv.Namespace("argoapp"), testenv.Namespace("argocd")
+	mkNamespace(t, c, ns)
+	mkNamespace(t, c, argoNS)
+	const repo = "https://git.example.com/org/fleet.git"
+	w := testenv.NewWork(t, "")
+	testenv.Git(t, w.Dir, "remote", "add", "origin", repo)
+	w.Write(map[string]string{
+		"apps/web/kustomization.yaml": "resources: [cm.yaml, web.yaml]\n",
+		"apps/web/cm.yaml":            cm("settings", "color: blue"),
+		"apps/web/web.yaml":           strings.Replace(fleet["apps/web.yaml"], "metadata: {name: web, labels: {team: a}}", "metadata: {name: web}", 1),
+	}).Commit("fleet")
+	app := strings.NewReplacer("ARGONS", argoNS, "NS", ns, "REPO", repo).Replace(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: web, namespace: ARGONS}
+spec:
+  project: default
+  destination: {server: https://kubernetes.default.svc, namespace: NS}
+  source:
+    repoURL: REPO
+    path: apps/web
+    kustomize:
+      namePrefix: eu-
+      commonLabels: {team: shop}
+      images: ["registry.example.com/web:1.1"]
+  syncPolicy: {automated: {prune: true}}
+`)
+	applyAs(t, c, "kubectl", parse(t, ns, app))
+	// What Argo CD applies: its repo-server's manifests, in the
+	// destination namespace, applied as its controller does.
+	var objs []cluster.Object
+	for _, o := range parse(t, ns, testenv.ArgoManifests(t, app, w.Dir)) {
+		if o.GetKind() == "" {
+			continue
+		}
+		if o.GetNamespace() == "" {
+			o.SetNamespace(ns)
+		}
+		objs = append(objs, o)
+	}
+	applyAs(t, c, "argocd-controller", objs)
+	marks := append([]string{annotationSession, "sluice.dev/applied"}, handBack...)
+	snapshot := func() map[string]map[string]any {
+		d, err := testenv.Dump(cp.Config, []string{ns}, nil, marks...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	before := snapshot()
+	if len(before) < 2 {
+		t.Fatalf("Argo CD's objects were not applied: %v", before)
+	}
+
+	h := runSession(t, c, RunOptions{Dir: filepath.Join(w.Dir, "apps", "web")})
+	if st := <-h.started; st.Owner != "Application "+argoNS+"/web" || st.Namespace != ns {
+		t.Errorf("started as %q in %q", st.Owner, st.Namespace)
+	}
+	it := h.ok(t)
+	if want := "as Application " + argoNS + "/web: namePrefix eu-, 1 image, commonLabels, annotation tracking"; it.AsOwner != want {
+		t.Errorf("the first iteration says %q, want %q", it.AsOwner, want)
+	}
+	if len(it.Paused) != 1 || !strings.Contains(it.Paused[0], "Application/"+argoNS+"/web") {
+		t.Errorf("paused: %v", it.Paused)
+	}
+	sameDump(t, before, snapshot())
+	h.stop(t)
+	sameDump(t, before, snapshot())
+	a := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
+	if _, ok, _ := unstructured.NestedMap(a.Object, "spec", "syncPolicy", "automated"); !ok {
+		t.Errorf("the Application's automated sync is not back: %v", a.Object["spec"])
 	}
 }

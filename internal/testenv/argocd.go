@@ -12,15 +12,51 @@ import (
 // controller that `make tools` builds (hack/argocd/build.sh).
 func ApplicationSetController(t TB) string {
 	t.Helper()
+	return argoTool(t, "applicationset-controller")
+}
+
+func argoTool(t TB, name string) string {
+	t.Helper()
 	root, err := SourceRoot()
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	out, err := exec.Command(filepath.Join(root, "hack", "argocd", "build.sh"), "--check").CombinedOutput()
+	out, err := exec.Command(filepath.Join(root, "hack", "argocd", "build.sh"), "--check", name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s", strings.TrimSpace(string(out)))
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// ArgoManifests returns what Argo CD's repo-server generates for the
+// Application app (YAML) from the checkout root (its own
+// GenerateManifests, built by `make tools` as argocd-manifests, running
+// the reference kustomize and helm binaries): what Argo CD would apply,
+// as YAML documents. args are argocd-manifests' flags (-tracking,
+// -source). root is left as it is.
+func ArgoManifests(t TB, app, root string, args ...string) string {
+	t.Helper()
+	bin := argoTool(t, "argocd-manifests")
+	// Argo CD edits a kustomization where it renders it: a copy, as its
+	// repo-server's own checkout.
+	checkout := filepath.Join(t.TempDir(), "checkout")
+	if err := os.CopyFS(checkout, os.DirFS(root)); err != nil {
+		t.Fatalf("copying %s: %v", root, err)
+	}
+	root = checkout
+	f := filepath.Join(t.TempDir(), "app.yaml")
+	if err := os.WriteFile(f, []byte(app), 0o644); err != nil {
+		t.Fatalf("%v", err)
+	}
+	cmd := exec.Command(bin, append([]string{"-app", f, "-root", root}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(KustomizeBinary(t))+string(os.PathListSeparator)+filepath.Dir(HelmBinary(t))+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("Argo CD's manifest generation: %v: %s", err, stderr.String())
+	}
+	return string(out)
 }
 
 // StartApplicationSetController runs Argo CD's real ApplicationSet

@@ -1,0 +1,95 @@
+// Command argocd-manifests prints the manifests Argo CD's repo-server
+// generates for an Application's source in a local checkout (its own
+// reposerver/repository.GenerateManifests, as the application controller
+// asks for them): the reference the tests hold Sluice's rendering of a
+// folder as an Application to. It runs the kustomize and helm binaries on
+// PATH, as the repo-server does.
+//
+//	argocd-manifests -app app.yaml -root CHECKOUT [-source N] [-tracking annotation|label|annotation+label] [-control-plane argocd]
+//
+// A multi-source Application's `ref` sources are taken from the same
+// checkout when their repoURL is the source's.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/argoproj/argo-cd/v3/reposerver/apiclient"
+	"github.com/argoproj/argo-cd/v3/reposerver/repository"
+	"github.com/argoproj/argo-cd/v3/util/git"
+	utilio "github.com/argoproj/argo-cd/v3/util/io"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+)
+
+func main() {
+	appFile := flag.String("app", "", "the Application, as YAML")
+	root := flag.String("root", "", "the checkout of its source's repository")
+	index := flag.Int("source", 0, "which of spec.sources (a multi-source Application)")
+	tracking := flag.String("tracking", "annotation", "resource tracking method")
+	controlPlane := flag.String("control-plane", "argocd", "Argo CD's own namespace")
+	flag.Parse()
+	if err := run(*appFile, *root, *index, *tracking, *controlPlane); err != nil {
+		fmt.Fprintln(os.Stderr, "argocd-manifests:", err)
+		os.Exit(1)
+	}
+}
+
+func run(appFile, root string, index int, tracking, controlPlane string) error {
+	data, err := os.ReadFile(appFile)
+	if err != nil {
+		return err
+	}
+	var app v1alpha1.Application
+	if err := yaml.Unmarshal(data, &app); err != nil {
+		return err
+	}
+	src := app.Spec.GetSource()
+	refs := map[string]*v1alpha1.RefTarget{}
+	paths := utilio.NewRandomizedTempPaths(os.TempDir())
+	if app.Spec.HasMultipleSources() {
+		src = app.Spec.Sources[index]
+		for _, s := range app.Spec.Sources {
+			if s.Ref != "" {
+				refs["$"+s.Ref] = &v1alpha1.RefTarget{Repo: v1alpha1.Repository{Repo: s.RepoURL}, TargetRevision: s.TargetRevision}
+				paths.Add(git.NormalizeGitURL(s.RepoURL), root)
+			}
+		}
+	}
+	q := &apiclient.ManifestRequest{
+		Repo:               &v1alpha1.Repository{Repo: src.RepoURL},
+		Revision:           "HEAD",
+		AppLabelKey:        "app.kubernetes.io/instance",
+		AppName:            app.InstanceName(controlPlane),
+		Namespace:          app.Spec.Destination.Namespace,
+		ApplicationSource:  &src,
+		KustomizeOptions:   &v1alpha1.KustomizeOptions{},
+		TrackingMethod:     tracking,
+		HasMultipleSources: app.Spec.HasMultipleSources(),
+		RefSources:         refs,
+		ProjectSourceRepos: []string{"*"},
+		ProjectName:        "default",
+	}
+	res, err := repository.GenerateManifests(context.Background(), filepath.Join(root, src.Path), root, "HEAD", q, true, &git.NoopCredsStore{}, resource.MustParse("0"), paths)
+	if err != nil {
+		return err
+	}
+	for _, m := range res.Manifests {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(m), &obj); err != nil {
+			return err
+		}
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("---\n%s", out)
+	}
+	return nil
+}
