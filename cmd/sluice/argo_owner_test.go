@@ -62,7 +62,6 @@ func sameObjects(t *testing.T, argo, sluice map[string]map[string]any) {
 // A folder an Argo CD Application deploys renders as Argo CD's own
 // repo-server generates it, for each kind of source and its options.
 func TestRenderAsAnArgoCDApplicationIsWhatArgoCDGenerates(t *testing.T) {
-	const repo = "https://git.example.com/org/fleet.git"
 	deployment := `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
@@ -163,6 +162,7 @@ spec:
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := testenv.Namespace("argo")
+			repo := "https://git.example.com/" + ns + "/fleet.git" // the control plane is shared
 			w := testenv.NewWork(t, "")
 			testenv.Git(t, w.Dir, "remote", "add", "origin", repo)
 			w.Write(tt.files).Commit("fleet")

@@ -23,9 +23,10 @@ func TestRenderAndDiffAsTheOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const url = "https://git.example.com/org/fleet.git"
+	// A repository of this test's own: the control plane is shared.
+	url := "https://git.example.com/" + ns + "/fleet.git"
 	w := testenv.NewWork(t, "")
-	testenv.Git(t, w.Dir, "remote", "add", "origin", "git@git.example.com:org/fleet")
+	testenv.Git(t, w.Dir, "remote", "add", "origin", "git@git.example.com:"+ns+"/fleet")
 	w.Write(map[string]string{
 		"apps/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {domain: 'shop.${cluster_domain}', tier: '${tier:=bronze}'}\n",
 	}).Commit("fleet")

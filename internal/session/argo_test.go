@@ -291,7 +291,7 @@ func TestARunAppliesWhatArgoCDAppliesSoNothingDiffers(t *testing.T) {
 	ns, argoNS := testenv.Namespace("argoapp"), testenv.Namespace("argocd")
 	mkNamespace(t, c, ns)
 	mkNamespace(t, c, argoNS)
-	const repo = "https://git.example.com/org/fleet.git"
+	repo := "https://git.example.com/" + ns + "/fleet.git" // the control plane is shared
 	w := testenv.NewWork(t, "")
 	testenv.Git(t, w.Dir, "remote", "add", "origin", repo)
 	w.Write(map[string]string{

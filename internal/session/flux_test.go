@@ -792,6 +792,14 @@ func TestARunAppliesWhatFluxAppliesSoOnlyTheEditDiffers(t *testing.T) {
 		t.Errorf("the version's settings: %v", side)
 	}
 	sameDump(t, before, snapshot())
+	// The namespaces differ by the edit alone.
+	d, err := f.c.DiffNamespaces(context.Background(), f.ns, f.ns+"-side")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.OnlyInA)+len(d.OnlyInB) != 0 || len(d.Different) != 1 || d.Different[0].Ref.Name != "eu-settings" || !strings.Contains(d.Different[0].Diff, "+  tier: gold") {
+		t.Errorf("diff --against: only in %s %v, only in the version %v, different %+v", f.ns, d.OnlyInA, d.OnlyInB, d.Different)
+	}
 	v.stop(t)
 }
 
@@ -834,4 +842,95 @@ func TestARunFindsTheKustomizationByItsLabelsOnALiveObject(t *testing.T) {
 	}
 	sameDump(t, before, during)
 	h.stop(t)
+}
+
+// A fleet of flux2-kustomize-helm-example's layout (vendored unchanged
+// under testdata): the staging overlay of a HelmRelease, its
+// HelmRepository and Namespace, deployed by a Kustomization with a
+// targetNamespace, a patch and cluster variables. A session on the
+// unchanged overlay leaves every object Flux applied as it was.
+func TestARunOnAFleetOverlayAppliesWhatFluxApplied(t *testing.T) {
+	const example = "testdata/flux2-kustomize-helm-example"
+	files := map[string]string{}
+	err := filepath.WalkDir(filepath.Join(example, "apps"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(example, p)
+		files[filepath.ToSlash(rel)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startRealFlux(t, files)
+	f.apply(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: cluster-vars, namespace: FLUXNS}
+data: {cluster_domain: staging.example.org}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: FLUXNS}
+spec:
+  interval: 1h
+  retryInterval: 1s
+  path: ./apps/staging
+  prune: true
+  targetNamespace: NS
+  sourceRef: {kind: GitRepository, name: fleet}
+  patches:
+  - target: {kind: HelmRelease, name: podinfo}
+    patch: |
+      - op: replace
+        path: /spec/values/httpRoute/hostnames
+        value: ["podinfo.${cluster_domain}"]
+  postBuild:
+    substituteFrom: [{kind: ConfigMap, name: cluster-vars}]
+`)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
+
+	// The objects of the Kustomization's inventory, as they are (status,
+	// which their controllers keep writing, aside).
+	ks := get(t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps")
+	entries, _, _ := unstructured.NestedSlice(ks.Object, "status", "inventory", "entries")
+	applied := map[string]bool{}
+	var clusterScoped []string
+	for _, e := range entries {
+		id := strings.Split(e.(map[string]any)["id"].(string), "_") // NAMESPACE_NAME_GROUP_KIND
+		applied[id[2]+"/"+id[3]+"/"+id[0]+"/"+id[1]] = true
+		if id[0] == "" {
+			clusterScoped = append(clusterScoped, id[3]+"/"+id[1])
+		}
+	}
+	marks := append([]string{annotationSession, annotationFluxDisabled, "sluice.dev/applied"}, handBack...)
+	snapshot := func() map[string]map[string]any {
+		d, err := testenv.Dump(cp.Config, []string{f.ns}, clusterScoped, marks...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, o := range d {
+			if !applied[k] {
+				delete(d, k)
+				continue
+			}
+			delete(o, "status")
+		}
+		return d
+	}
+	before := snapshot()
+	release := before["helm.toolkit.fluxcd.io/HelmRelease/"+f.ns+"/podinfo"]
+	if hosts, _, _ := unstructured.NestedSlice(release, "spec", "values", "httpRoute", "hostnames"); len(before) != 3 || !reflect.DeepEqual(hosts, []any{"podinfo.staging.example.org"}) {
+		t.Fatalf("Flux applied %d objects; the release's hostnames %v", len(before), hosts)
+	}
+
+	h := runSession(t, f.c, RunOptions{Dir: filepath.Join(f.work.Dir, "apps", "staging")})
+	it := h.ok(t)
+	if want := "as Kustomization " + f.fluxNS + "/apps: targetNamespace " + f.ns + ", 1 patch, 1 substitution from ConfigMap cluster-vars"; it.AsOwner != want {
+		t.Errorf("the first iteration says %q, want %q", it.AsOwner, want)
+	}
+	sameDump(t, before, snapshot())
+	h.stop(t)
+	sameDump(t, before, snapshot())
 }
