@@ -60,23 +60,22 @@ func renderLocal(cmd *cobra.Command, dir string, f *renderCmdFlags) ([]byte, err
 		if err != nil {
 			return nil, err
 		}
-		name := f.asOwner
-		if name == "auto" {
-			name = ""
-		}
-		own, err := owner.Resolve(cmd.Context(), c, dir, "", name)
+		res, _, err := owner.Render(cmd.Context(), c, dir, f.asOwner, ro)
 		if err != nil {
 			return nil, err
 		}
-		if own == nil {
-			return nil, fmt.Errorf("--as-owner auto: no Flux Kustomization of the cluster applies %s of this repository: name one", dir)
-		}
-		ro = own.Options(ro)
+		return pinned(cmd, f, ro, res)
 	}
 	res, _, err := render.Local(cmd.Context(), dir, ro)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
 	}
+	return pinned(cmd, f, ro, res)
+}
+
+// pinned pins a render's images if asked, and returns it as YAML
+// documents.
+func pinned(cmd *cobra.Command, f *renderCmdFlags, ro render.Options, res *render.Result) ([]byte, error) {
 	if f.pin {
 		nodes, err := res.Nodes()
 		if err != nil {

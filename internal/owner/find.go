@@ -328,3 +328,32 @@ func FromLabels(ctx context.Context, c *cluster.Client, objects []*unstructured.
 	}
 	return f, nil
 }
+
+// Render renders dir as the owner name names (see Resolve; "auto" finds
+// it, and it must be found) applies it, for a person to read: the values
+// of the Secrets it decrypted are masked.
+func Render(ctx context.Context, c *cluster.Client, dir, name string, o render.Options) (*render.Result, Owner, error) {
+	find := name
+	if name == "auto" {
+		find = ""
+	}
+	own, err := Resolve(ctx, c, dir, "", find)
+	if err != nil {
+		return nil, nil, err
+	}
+	if own == nil {
+		return nil, nil, fmt.Errorf("--as-owner %s: no Flux Kustomization or Argo CD Application of the cluster applies %s from this repository: name one", name, dir)
+	}
+	res, _, err := render.Local(ctx, dir, own.Options(o))
+	if err != nil {
+		return nil, nil, fmt.Errorf("rendering %s as %s: %w", dir, own.Name(), err)
+	}
+	nodes, err := res.Nodes()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := MaskDecrypted(nodes, own.Last()); err != nil {
+		return nil, nil, err
+	}
+	return &render.Result{Renderer: res.Renderer, Objects: nodes, Inputs: res.Inputs}, own, nil
+}

@@ -211,6 +211,36 @@ func (f *Flux) Last() Report {
 	return f.last
 }
 
+// Masked is what a printed render shows of a decrypted Secret's values.
+const Masked = "**SOPS**"
+
+// MaskDecrypted replaces, in objects an owner rendered, the values of
+// the Secrets it decrypted (rep.Decrypted) with Masked, as `flux build`
+// does: decrypted data is applied, never printed.
+func MaskDecrypted(objects []*yaml.RNode, rep Report) error {
+	for _, o := range objects {
+		id := strings.Trim(o.GetNamespace()+"/"+o.GetName(), "/")
+		if o.GetKind() != "Secret" || !slices.Contains(rep.Decrypted, id) {
+			continue
+		}
+		for _, field := range []string{"data", "stringData"} {
+			m := o.Field(field)
+			if m == nil || m.Value.YNode().Kind != yaml.MappingNode {
+				continue
+			}
+			c := m.Value.YNode().Content
+			for i := 1; i < len(c); i += 2 {
+				v := Masked
+				if field == "data" {
+					v = base64.StdEncoding.EncodeToString([]byte(Masked))
+				}
+				c[i].Value, c[i].Tag, c[i].Style = v, "!!str", 0
+			}
+		}
+	}
+	return nil
+}
+
 // Options sets a render's options to build a folder as kustomize-controller
 // would.
 func (f *Flux) Options(o render.Options) render.Options {

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/owner"
+	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -647,7 +649,10 @@ func TestCleanupOfAKilledSessionHandsObjectsBackToFlux(t *testing.T) {
 func shopFleet(t *testing.T, recipient string) map[string]string {
 	return map[string]string{
 		".sops.yaml":              "creation_rules: [{encrypted_regex: '^(data|stringData)$', age: " + recipient + "}]\n",
-		"shop/kustomization.yaml": "resources: [web.yaml, settings.yaml, db.yaml]\nimages: [{name: registry.example.com/web, newTag: '1.0'}]\n",
+		"shop/kustomization.yaml": "resources: [web.yaml, settings.yaml, db.yaml, literal.yaml]\nimages: [{name: registry.example.com/web, newTag: '1.0'}]\n",
+		"shop/literal.yaml":       "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: literal\n  annotations: {kustomize.toolkit.fluxcd.io/substitute: disabled}\ndata: {v: '${cluster_name}'}\n",
+		"shop/extra/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [extra.yaml]\n",
+		"shop/extra/extra.yaml":         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {cluster: '${cluster_name}'}\n",
 		"shop/web.yaml": `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
@@ -697,6 +702,7 @@ spec:
   namePrefix: eu-
   sourceRef: {kind: GitRepository, name: fleet}
   images: [{name: registry.example.com/web, newTag: "1.1"}]
+  components: [extra]
   commonMetadata: {labels: {team: shop}}
   patches:
   - target: {kind: Deployment}
@@ -741,6 +747,19 @@ func TestARunAppliesWhatFluxAppliesSoOnlyTheEditDiffers(t *testing.T) {
 	if got := before[secretKey]["data"]; !reflect.DeepEqual(got, map[string]any{"password": base64.StdEncoding.EncodeToString([]byte("s3cret"))}) {
 		t.Fatalf("Flux applied the Secret as %v", got)
 	}
+	if lit, extra := before["/ConfigMap/"+f.ns+"/eu-literal"]["data"], before["/ConfigMap/"+f.ns+"/eu-extra"]["data"]; !reflect.DeepEqual(lit, map[string]any{"v": "${cluster_name}"}) || !reflect.DeepEqual(extra, map[string]any{"cluster": "eu-1"}) {
+		t.Fatalf("Flux applied the literal as %v, the component's as %v", lit, extra)
+	}
+
+	// What a person reads of it shows no decrypted value.
+	res, _, err := owner.Render(context.Background(), f.c, filepath.Join(f.work.Dir, "shop"), "auto", render.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed, _ := res.YAML()
+	if strings.Contains(string(printed), base64.StdEncoding.EncodeToString([]byte("s3cret"))) || !strings.Contains(string(printed), base64.StdEncoding.EncodeToString([]byte(owner.Masked))) {
+		t.Errorf("the printed render shows the Secret as:\n%s", printed)
+	}
 
 	// A session on an unchanged clone: found by source and path, it
 	// applies nothing that differs from what Flux applied.
@@ -750,7 +769,7 @@ func TestARunAppliesWhatFluxAppliesSoOnlyTheEditDiffers(t *testing.T) {
 		t.Errorf("started as %q in %q", st.Owner, st.Namespace)
 	}
 	it := h.ok(t)
-	want := "as Kustomization " + f.fluxNS + "/shop: targetNamespace " + f.ns + ", namePrefix eu-, 1 patch, 1 image, commonMetadata, " +
+	want := "as Kustomization " + f.fluxNS + "/shop: targetNamespace " + f.ns + ", namePrefix eu-, 1 patch, 1 image, 1 component, commonMetadata, " +
 		"2 substitutions from ConfigMap cluster-vars, 1 substitution from Secret cluster-secrets, 1 substitution from spec.postBuild.substitute, 1 Secret decrypted"
 	if it.AsOwner != want {
 		t.Errorf("the first iteration says\n%q\nwant\n%q", it.AsOwner, want)
