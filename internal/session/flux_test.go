@@ -648,9 +648,9 @@ func TestCleanupOfAKilledSessionHandsObjectsBackToFlux(t *testing.T) {
 // SOPS-encrypted Secret.
 func shopFleet(t *testing.T, recipient string) map[string]string {
 	return map[string]string{
-		".sops.yaml":              "creation_rules: [{encrypted_regex: '^(data|stringData)$', age: " + recipient + "}]\n",
-		"shop/kustomization.yaml": "resources: [web.yaml, settings.yaml, db.yaml, literal.yaml]\nimages: [{name: registry.example.com/web, newTag: '1.0'}]\n",
-		"shop/literal.yaml":       "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: literal\n  annotations: {kustomize.toolkit.fluxcd.io/substitute: disabled}\ndata: {v: '${cluster_name}'}\n",
+		".sops.yaml":                    "creation_rules: [{encrypted_regex: '^(data|stringData)$', age: " + recipient + "}]\n",
+		"shop/kustomization.yaml":       "resources: [web.yaml, settings.yaml, db.yaml, literal.yaml]\nimages: [{name: registry.example.com/web, newTag: '1.0'}]\n",
+		"shop/literal.yaml":             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: literal\n  annotations: {kustomize.toolkit.fluxcd.io/substitute: disabled}\ndata: {v: '${cluster_name}'}\n",
 		"shop/extra/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [extra.yaml]\n",
 		"shop/extra/extra.yaml":         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {cluster: '${cluster_name}'}\n",
 		"shop/web.yaml": `apiVersion: apps/v1
