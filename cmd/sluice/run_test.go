@@ -315,3 +315,16 @@ func TestDashboardCLIServesOnLoopback(t *testing.T) {
 		t.Errorf("exit %d\n%s", code, errb.String())
 	}
 }
+
+func TestTheFirstIterationSaysWhichOwnersSettingsItApplied(t *testing.T) {
+	var out bytes.Buffer
+	p := &runPrinter{out: &out, err: &out}
+	p.started(session.Started{Name: "dev", Mode: session.Replace, Namespace: "shop", Watching: "/src", Owner: "Kustomization flux-system/shop"})
+	p.iteration(session.Iteration{N: 1, Result: &cluster.Result{}, AsOwner: "as Kustomization flux-system/shop: targetNamespace shop, 1 Secret decrypted",
+		Paused: []string{"Kustomization/flux-system/shop: 1 object(s) marked"}})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 5 || lines[1] != "PATH renders as Kustomization flux-system/shop applies it (--as-owner none: as it is)" ||
+		lines[3] != "   as Kustomization flux-system/shop: targetNamespace shop, 1 Secret decrypted" || !strings.HasPrefix(lines[4], "   paused ") {
+		t.Errorf("printed:\n%s", out.String())
+	}
+}
