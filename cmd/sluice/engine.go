@@ -17,6 +17,7 @@ import (
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/sandbox"
+	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -31,12 +32,19 @@ type engineFlags struct {
 	isolation     string
 	workerMemory  string
 	workerCPU     time.Duration
+	signingKey    string
 }
 
 func (e *engineFlags) add(fl *pflag.FlagSet) {
 	e.addCache(fl)
 	fl.IntVar(&e.jobs, "jobs", 4, "images built at once")
 	fl.BoolVar(&e.allowBuilders, "allow-builders", false, "run the external builders (spec.builder) of Images found in RepoConfigs' repositories, which otherwise need spec.allowBuilders on the RepoConfig")
+	e.addSigning(fl)
+}
+
+// addSigning adds the flag of the key that signs commits.
+func (e *engineFlags) addSigning(fl *pflag.FlagSet) {
+	fl.StringVar(&e.signingKey, "signing-key", "", "sign every commit with this SSH or OpenPGP private key (default: the key in $SLUICE_SIGNING_KEY, if any; its passphrase in $SLUICE_SIGNING_PASSPHRASE)")
 }
 
 // addCache adds the flags of the caches and registries, and the limits.
@@ -104,9 +112,13 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	if err != nil {
 		return nil, nil, hydrate.Options{}, err
 	}
+	signer, err := signing.Load(e.signingKey, os.Getenv)
+	if err != nil {
+		return nil, nil, hydrate.Options{}, err
+	}
 	h := hydrate.Options{
 		Cache: cache, Registry: reg, Charts: &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
-		StateDir: dir, Limits: lim, Egress: policy, NoRemoteBases: e.limits.noRemoteBases, Sandbox: sb,
+		StateDir: dir, Limits: lim, Egress: policy, NoRemoteBases: e.limits.noRemoteBases, Sandbox: sb, Signer: signer,
 	}
 	return cache, b, h, nil
 }

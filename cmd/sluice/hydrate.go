@@ -64,6 +64,7 @@ failed (with --dry-run: something would change), 2 invalid input or error.`,
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fl.IntVar(&f.parallel, "parallel", 0, "syncs rendered at once (default: the number of CPUs)")
 	f.engine.addCache(fl)
+	f.engine.addSigning(fl)
 	return cmd
 }
 

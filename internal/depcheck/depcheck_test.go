@@ -21,7 +21,8 @@ var layers = map[string][]string{
 	"internal/render":      {"internal/egress", "api/v1alpha1", "internal/anchors", "internal/source", "internal/registry"},
 	"internal/sandbox":     {"api/v1alpha1", "internal/anchors", "internal/egress", "internal/source", "internal/registry", "internal/render"},
 	"internal/pin":         {"internal/egress", "api/v1alpha1", "internal/registry"},
-	"internal/destination": {"internal/egress", "api/v1alpha1", "internal/source"},
+	"internal/signing":     {},
+	"internal/destination": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing"},
 	"internal/devcluster":  {"config/crd"},
 	"internal/cluster":     {},
 	"internal/build":       {"internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config"},
@@ -33,7 +34,7 @@ var layers = map[string][]string{
 	"internal/deploy":      {"internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster"},
 	"internal/forge":       {"internal/egress", "api/v1alpha1"},
 	"internal/hydrate": {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/forge",
-		"internal/render", "internal/pin", "internal/destination"},
+		"internal/render", "internal/pin", "internal/destination", "internal/signing"},
 	// The dashboard reads what the controller and sessions write.
 	"internal/dashboard":   {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/cluster", "internal/session", "internal/preview", "internal/hydrate", "internal/source", "internal/registry"},
 	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/source"},

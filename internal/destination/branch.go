@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -158,6 +159,9 @@ type WriteOptions struct {
 	Message string
 	// Author signs the commit; the default is Sluice <sluice@sluice.dev>.
 	Author object.Signature
+	// Signer, if set, signs the commit cryptographically (an SSH or
+	// OpenPGP key), as `git commit -S` does.
+	Signer signing.Signer
 	// From is the branch a missing branch starts from; the default is the
 	// repository's default branch, and an orphan when the repository is
 	// empty.
@@ -231,6 +235,9 @@ func Write(ctx context.Context, repo *source.Repo, branch string, changes []Chan
 		commit := &object.Commit{Author: author, Committer: author, Message: o.Message, TreeHash: tree}
 		if !parent.IsZero() {
 			commit.ParentHashes = []plumbing.Hash{parent}
+		}
+		if err := signing.Sign(commit, o.Signer); err != nil {
+			return res, err
 		}
 		h, err := batch.WriteCommit(commit)
 		if err != nil {

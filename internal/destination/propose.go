@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -102,7 +103,11 @@ func Propose(ctx context.Context, repo *source.Repo, base, head string, changes 
 		}
 		author := o.Author
 		author.When = time.Now()
-		commit, err := batch.WriteCommit(&object.Commit{Author: author, Committer: author, Message: o.Message, TreeHash: tree, ParentHashes: []plumbing.Hash{b.tip}})
+		c := &object.Commit{Author: author, Committer: author, Message: o.Message, TreeHash: tree, ParentHashes: []plumbing.Hash{b.tip}}
+		if err := signing.Sign(c, o.Signer); err != nil {
+			return Proposal{}, err
+		}
+		commit, err := batch.WriteCommit(c)
 		if err != nil {
 			return Proposal{}, err
 		}

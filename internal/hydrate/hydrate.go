@@ -21,6 +21,7 @@ import (
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/sandbox"
+	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -46,6 +47,9 @@ type Options struct {
 	Parallel int
 	// Author signs the commits; the default is Sluice <sluice@sluice.dev>.
 	Author object.Signature
+	// Signer, if set, signs every commit the run makes (hydrations,
+	// pull-request heads, locks, prunes) with an SSH or OpenPGP key.
+	Signer signing.Signer
 	// Log receives debug records of the run's phases; the default
 	// discards them.
 	Log *slog.Logger
@@ -379,7 +383,7 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 				members = append(members, plans[i])
 			}
 			res, err := destination.Write(ctx, g.repo, g.branch, changes, destination.WriteOptions{
-				Message: commitMessage(members), Author: r.o.Author, From: g.from,
+				Message: commitMessage(members), Author: r.o.Author, Signer: r.o.Signer, From: g.from,
 			})
 			for _, i := range g.indexes {
 				out := plans[i].result()
