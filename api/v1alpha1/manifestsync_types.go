@@ -251,6 +251,17 @@ type Destination struct {
 	// SecretRef names a Secret with the destination repository's
 	// credentials (see Source.SecretRef).
 	SecretRef *SecretRef `json:"secretRef,omitempty"`
+	// Signing signs every commit the sync makes.
+	Signing *Signing `json:"signing,omitempty"`
+}
+
+// Signing names the key commits are signed with, as Flux's
+// image-automation-controller reads one: a Secret holding an SSH private
+// key under "identity" (git's gpg.format=ssh signatures), or an armored
+// OpenPGP private key under "git.asc" (with its passphrase, if it is
+// encrypted, under "passphrase").
+type Signing struct {
+	SecretRef SecretRef `json:"secretRef"`
 }
 
 // PullRequestBranch is the branch pullRequest mode proposes from, one per

@@ -11,6 +11,7 @@ import (
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -19,6 +20,8 @@ type job struct {
 	ms       config.ManifestSync
 	src, dst *source.Credentials
 	reg      *regClient
+	// signer signs the sync's commits (spec.destination.signing).
+	signer signing.Signer
 	// notBefore, when set, asks for what the remotes hold since then.
 	notBefore time.Time
 	done      chan batchResult
@@ -140,6 +143,7 @@ func (b *batcher) hydrate(jobs []*job) {
 		return j.src, j.dst
 	}
 	o.RegistryFor = func(ms config.ManifestSync) *registry.Client { return by[ms.ManifestSync].reg.reg }
+	o.SignerFor = func(ms config.ManifestSync) signing.Signer { return by[ms.ManifestSync].signer }
 	o.ChartsFor = func(ms config.ManifestSync) *render.Charts { return by[ms.ManifestSync].reg.charts }
 	o.SyncContext = func(ctx context.Context, ms config.ManifestSync) context.Context {
 		if t := by[ms.ManifestSync].notBefore; !t.IsZero() {

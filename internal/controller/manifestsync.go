@@ -20,6 +20,7 @@ import (
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/credentials"
 	"sluice.dev/sluice/internal/hydrate"
+	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -119,6 +120,9 @@ func (r *ManifestSyncReconciler) credentials(ctx context.Context, obj *v1alpha1.
 		return hydrate.Result{}, err
 	}
 	if j.dst, err = r.secrets.Git(ctx, obj.Namespace, spec.DestinationSecretRef()); err != nil {
+		return hydrate.Result{}, err
+	}
+	if j.signer, err = r.secrets.Signer(ctx, obj.Namespace, spec.Destination.Signing); err != nil {
 		return hydrate.Result{}, err
 	}
 	kc, id, err := r.secrets.Registry(ctx, obj.Namespace, spec.RegistrySecretRef)
@@ -257,6 +261,7 @@ func (r *ManifestSyncReconciler) prune(ctx context.Context, obj *v1alpha1.Manife
 	o := r.batch.base
 	o.Now = r.now
 	o.Credentials = func(config.ManifestSync) (*source.Credentials, *source.Credentials) { return j.src, j.dst }
+	o.SignerFor = func(config.ManifestSync) signing.Signer { return j.signer }
 	pr, err := hydrate.Prune(source.ContextWithNotBefore(ctx, r.now()), ms, o)
 	if err == nil && pr != nil {
 		d := ms.Spec.Destination

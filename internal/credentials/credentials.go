@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -104,6 +105,33 @@ func (s *Secrets) Git(ctx context.Context, namespace string, ref *v1alpha1.Secre
 	// Clones are kept apart per Secret, not per version of it: a rotated
 	// token goes on fetching into the same clone.
 	return &source.Credentials{Auth: a, Scope: namespace + "/" + ref.Name}, nil
+}
+
+// Signer reads a signing Secret (spec.destination.signing): an SSH
+// private key under "identity", or an armored OpenPGP private key under
+// "git.asc", with its passphrase under "passphrase". nil: commits stay
+// unsigned.
+func (s *Secrets) Signer(ctx context.Context, namespace string, sg *v1alpha1.Signing) (signing.Signer, error) {
+	if sg == nil {
+		return nil, nil
+	}
+	sec, err := s.Get(ctx, namespace, &sg.SecretRef)
+	if err != nil {
+		return nil, fmt.Errorf("spec.destination.signing: %w", err)
+	}
+	key := sec.Data[keyIdentity]
+	name := keyIdentity
+	if len(key) == 0 {
+		key, name = sec.Data["git.asc"], "git.asc"
+	}
+	if len(key) == 0 {
+		return nil, fmt.Errorf("spec.destination.signing: Secret %s/%s holds no %s (an SSH private key) or git.asc (an armored OpenPGP private key)", namespace, sg.SecretRef.Name, keyIdentity)
+	}
+	signer, err := signing.Parse(key, sec.Data[keyPassphrase])
+	if err != nil {
+		return nil, fmt.Errorf("spec.destination.signing: Secret %s/%s key %s: %w", namespace, sg.SecretRef.Name, name, err)
+	}
+	return signer, nil
 }
 
 // Registry reads a kubernetes.io/dockerconfigjson Secret into a keychain,

@@ -37,10 +37,10 @@ var layers = map[string][]string{
 		"internal/render", "internal/pin", "internal/destination", "internal/signing"},
 	// The dashboard reads what the controller and sessions write.
 	"internal/dashboard":   {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/cluster", "internal/session", "internal/preview", "internal/hydrate", "internal/source", "internal/registry"},
-	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/source"},
+	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing"},
 	"internal/preview":     {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/config", "internal/credentials", "internal/destination", "internal/hydrate", "internal/registry", "internal/render", "internal/source"},
 	// The controller drives the engines; nothing below knows of it.
-	"internal/controller": {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override",
+	"internal/controller": {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/signing",
 		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig", "internal/credentials", "internal/preview", "internal/dashboard"},
 }
 

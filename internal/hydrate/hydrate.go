@@ -50,6 +50,10 @@ type Options struct {
 	// Signer, if set, signs every commit the run makes (hydrations,
 	// pull-request heads, locks, prunes) with an SSH or OpenPGP key.
 	Signer signing.Signer
+	// SignerFor, if set, gives the signer of a sync's commits instead
+	// (spec.destination.signing, read by the caller); the syncs sharing
+	// a commit must share a signer.
+	SignerFor func(config.ManifestSync) signing.Signer
 	// Log receives debug records of the run's phases; the default
 	// discards them.
 	Log *slog.Logger
@@ -382,9 +386,13 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 				changes = append(changes, destination.Change{Path: plans[i].dstPath, Files: plans[i].folder})
 				members = append(members, plans[i])
 			}
-			res, err := destination.Write(ctx, g.repo, g.branch, changes, destination.WriteOptions{
-				Message: commitMessage(members), Author: r.o.Author, Signer: r.o.Signer, From: g.from,
-			})
+			signer, err := r.o.signer(members)
+			var res destination.Result
+			if err == nil {
+				res, err = destination.Write(ctx, g.repo, g.branch, changes, destination.WriteOptions{
+					Message: commitMessage(members), Author: r.o.Author, Signer: signer, From: g.from,
+				})
+			}
 			for _, i := range g.indexes {
 				out := plans[i].result()
 				switch {
@@ -400,4 +408,37 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 		}()
 	}
 	wg.Wait()
+}
+
+// signer is the signer of a commit of the syncs' changes: theirs, which
+// must be one.
+func (o *Options) signer(members []*plan) (signing.Signer, error) {
+	if o.SignerFor == nil {
+		return o.Signer, nil
+	}
+	var s signing.Signer
+	for i, p := range members {
+		ps := o.SignerFor(p.ms)
+		if i > 0 && identity(ps) != identity(s) {
+			return nil, fmt.Errorf("the syncs writing %s sign with different keys (%s by %s, %s by %s): give them one spec.destination.signing", p.ms.Spec.Destination.Branch,
+				identity(s), members[0].ms.Name, identity(ps), p.ms.Name)
+		}
+		s = ps
+	}
+	return s, nil
+}
+
+// signerOf is the signer of one sync's commits.
+func (o *Options) signerOf(ms config.ManifestSync) signing.Signer {
+	if o.SignerFor == nil {
+		return o.Signer
+	}
+	return o.SignerFor(ms)
+}
+
+func identity(s signing.Signer) string {
+	if s == nil {
+		return "no key"
+	}
+	return s.Identity()
 }

@@ -36,7 +36,7 @@ func ExtendLock(ctx context.Context, ms config.ManifestSync, o Options, owner st
 	expires := until.UTC().Format(time.RFC3339)
 	res, err := destination.Write(ctx, repo, d.Branch, nil, destination.WriteOptions{
 		Author:  o.Author,
-		Signer:  o.Signer,
+		Signer:  o.signerOf(ms),
 		Message: fmt.Sprintf("extend %s's takeover of %s until %s", owner, folder, expires),
 		Edit: func(b *destination.Branch) ([]destination.Change, error) {
 			files, err := b.ReadFolder(folder)

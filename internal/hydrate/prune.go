@@ -49,7 +49,7 @@ func Prune(ctx context.Context, ms config.ManifestSync, o Options) (*v1alpha1.Pu
 	}
 	_, err = destination.Write(ctx, repo, d.Branch, nil, destination.WriteOptions{
 		Author:  o.Author,
-		Signer:  o.Signer,
+		Signer:  o.signerOf(ms),
 		Message: fmt.Sprintf("sluice: remove %s (ManifestSync %s deleted, spec.prune)", folder, who),
 		Edit: func(b *destination.Branch) ([]destination.Change, error) {
 			if !b.Exists() {

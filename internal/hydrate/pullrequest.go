@@ -13,6 +13,7 @@ import (
 	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/forge"
 	"sluice.dev/sluice/internal/sandbox"
+	"sluice.dev/sluice/internal/signing"
 )
 
 // isProposal says a sync proposes its changes by pull request.
@@ -92,7 +93,10 @@ func (r *runner) propose(ctx context.Context, plans []*plan, indexes []int) {
 		// What head holds waits for review only while its pull request
 		// is open; otherwise the proposal starts from the base again.
 		fresh := pr == nil || pr.State != v1alpha1.PullRequestOpen
-		prop, err = destination.Propose(ctx, first.dstRepo, base, head, changes, destination.WriteOptions{Message: msg, Author: r.o.Author, Signer: r.o.Signer, Fresh: fresh})
+		var signer signing.Signer
+		if signer, err = r.o.signer(members); err == nil {
+			prop, err = destination.Propose(ctx, first.dstRepo, base, head, changes, destination.WriteOptions{Message: msg, Author: r.o.Author, Signer: signer, Fresh: fresh})
+		}
 	}
 	if err == nil {
 		status, err = r.pullRequest(ctx, f, pr, first, members, prop)
@@ -267,7 +271,7 @@ func Withdraw(ctx context.Context, ms config.ManifestSync, o Options) (*v1alpha1
 		return nil, err
 	}
 	prop, err := destination.Propose(ctx, repo, d.Branch, d.PullRequestBranch(), []destination.Change{{Path: d.Path}}, destination.WriteOptions{
-		Message: fmt.Sprintf("remove %s (ManifestSync %s deleted, spec.prune)", d.Path, ms.Name), Author: o.Author, Signer: o.Signer,
+		Message: fmt.Sprintf("remove %s (ManifestSync %s deleted, spec.prune)", d.Path, ms.Name), Author: o.Author, Signer: o.signerOf(ms),
 		Fresh: pr == nil || pr.State != v1alpha1.PullRequestOpen,
 	})
 	if err != nil {

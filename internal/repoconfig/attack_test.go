@@ -181,6 +181,11 @@ spec:
 	if err := load(""); err == nil || !strings.Contains(err.Error(), "found.yaml") || !strings.Contains(err.Error(), "spec.destination.secretRef") || !strings.Contains(err.Error(), "spec.credentials") {
 		t.Errorf("a found sync naming a Secret: %v", err)
 	}
+	// Nor another team's signing key.
+	write("  destination: {repo: DEPLOY, branch: env/found, path: apps/found, signing: {secretRef: {name: team-b-signing}}}\n")
+	if err := load(""); err == nil || !strings.Contains(err.Error(), "spec.destination.signing.secretRef") {
+		t.Errorf("a found sync naming a signing Secret: %v", err)
+	}
 	write("  destination: {repo: DEPLOY, branch: env/found, path: apps/found, mode: pullRequest, pullRequest: {forge: gitea, title: '{{range 600}}{{printf \"%0999999d\" 1}}{{end}}'}}\n")
 	if err := load(""); err == nil || !strings.Contains(err.Error(), "spec.destination.pullRequest.title") || !strings.Contains(err.Error(), "allowPullRequestTemplates: true") {
 		t.Errorf("a found sync setting a template: %v", err)

@@ -239,7 +239,7 @@ func foundSync(src *source.Opened, rc config.RepoConfig, ms *config.ManifestSync
 	for _, named := range []struct {
 		field string
 		ref   *v1alpha1.SecretRef
-	}{{"spec.source.secretRef", spec.Source.SecretRef}, {"spec.destination.secretRef", spec.Destination.SecretRef}, {"spec.registrySecretRef", spec.RegistrySecretRef}} {
+	}{{"spec.source.secretRef", spec.Source.SecretRef}, {"spec.destination.secretRef", spec.Destination.SecretRef}, {"spec.registrySecretRef", spec.RegistrySecretRef}, {"spec.destination.signing.secretRef", signingRef(spec.Destination.Signing)}} {
 		if named.ref != nil {
 			return fail(named.field, ownSecret(rc))
 		}
@@ -335,4 +335,11 @@ func ownRepo(src *source.Opened, o *config.Origin, repo, ref *string) error {
 		*ref = src.Commit
 	}
 	return nil
+}
+
+func signingRef(s *v1alpha1.Signing) *v1alpha1.SecretRef {
+	if s == nil {
+		return nil
+	}
+	return &s.SecretRef
 }

@@ -1,0 +1,55 @@
+package controller
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sluice.dev/sluice/api/v1alpha1"
+)
+
+// A sync whose destination names a signing Secret lands signed commits,
+// which git verifies as a protected branch's check would; a Secret that
+// holds no key fails the sync, naming it.
+func TestASyncSignsItsCommitsWithItsSigningSecret(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, _ := ssh.MarshalPrivateKey(priv, "")
+	pub, _ := ssh.NewPublicKey(priv.Public())
+	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "signing", Namespace: e.ns},
+		Data: map[string][]byte{"identity": pem.EncodeToMemory(block), "identity.pub": ssh.MarshalAuthorizedKey(pub)}}); err != nil {
+		t.Fatal(err)
+	}
+	e.apply(strings.Replace(webSync, "path: apps/web}", "path: apps/web, signing: {secretRef: {name: signing}}}", 1))
+	e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	allowed := filepath.Join(t.TempDir(), "allowed_signers")
+	os.WriteFile(allowed, []byte("sluice@sluice.dev "+strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))+"\n"), 0o644)
+	cmd := exec.Command("git", "-c", "gpg.format=ssh", "-c", "gpg.ssh.allowedSignersFile="+allowed, "verify-commit", "env/dev")
+	cmd.Dir = e.dstDir
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), `Good "git" signature for sluice@sluice.dev`) {
+		t.Errorf("git verify-commit env/dev: %v\n%s", err, out)
+	}
+
+	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: e.ns}, Data: map[string][]byte{"username": []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	e.apply(strings.NewReplacer("name: web", "name: api", "path: apps/web}", "path: apps/api, signing: {secretRef: {name: empty}}}").Replace(webSync))
+	ms := e.ready("api", metav1.ConditionFalse, 30*time.Second)
+	if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "spec.destination.signing") || !strings.Contains(c.Message, "git.asc") {
+		t.Errorf("the sync says: %q", c.Message)
+	}
+}
