@@ -88,7 +88,29 @@ type Source struct {
 	// as password), bearerToken, or identity and known_hosts for ssh. The
 	// controller reads it; the command line uses its environment.
 	SecretRef *SecretRef `json:"secretRef,omitempty"`
+	// Verify, if set, renders only a source commit (or tag) signed by a
+	// trusted key, as Flux's GitRepository spec.verify.
+	Verify *Verify `json:"verify,omitempty"`
 }
+
+// Verify says which signature a source must carry.
+type Verify struct {
+	// Mode is HEAD (the default: the commit rendered), Tag (the annotated
+	// tag the ref names) or TagAndHEAD (both).
+	// +kubebuilder:validation:Enum=HEAD;Tag;TagAndHEAD
+	Mode string `json:"mode,omitempty"`
+	// SecretRef names a Secret whose values are trusted keys: armored
+	// OpenPGP public keys, or SSH allowed signers (git's
+	// gpg.ssh.allowedSignersFile lines).
+	SecretRef SecretRef `json:"secretRef"`
+}
+
+// The modes of Verify.
+const (
+	VerifyHEAD       = "HEAD"
+	VerifyTag        = "Tag"
+	VerifyTagAndHEAD = "TagAndHEAD"
+)
 
 // Render configures the renderers. When exactly one of Kustomize and Helm is
 // set it selects that renderer; otherwise the folder decides.

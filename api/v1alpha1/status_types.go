@@ -22,6 +22,9 @@ const (
 	ReasonProgressing = "Progressing" // a reconcile is under way
 	ReasonFailed      = "Failed"      // the reconcile failed; it is retried
 	ReasonLocked      = "Locked"      // a developer's takeover holds the folder
+	// ReasonVerificationFailed: the source's commit or tag is not signed
+	// by a trusted key (spec.source.verify).
+	ReasonVerificationFailed = "VerificationFailed"
 	// ReasonPullRequestOpen: the change waits for review in a pull request.
 	ReasonPullRequestOpen = "PullRequestOpen"
 	ReasonInvalid         = "Invalid"   // the spec cannot succeed as it is

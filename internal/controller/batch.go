@@ -22,6 +22,8 @@ type job struct {
 	reg      *regClient
 	// signer signs the sync's commits (spec.destination.signing).
 	signer signing.Signer
+	// verifier checks its source's signatures (spec.source.verify).
+	verifier *signing.Verifier
 	// notBefore, when set, asks for what the remotes hold since then.
 	notBefore time.Time
 	done      chan batchResult
@@ -144,6 +146,7 @@ func (b *batcher) hydrate(jobs []*job) {
 	}
 	o.RegistryFor = func(ms config.ManifestSync) *registry.Client { return by[ms.ManifestSync].reg.reg }
 	o.SignerFor = func(ms config.ManifestSync) signing.Signer { return by[ms.ManifestSync].signer }
+	o.VerifierFor = func(ms config.ManifestSync) (*signing.Verifier, error) { return by[ms.ManifestSync].verifier, nil }
 	o.ChartsFor = func(ms config.ManifestSync) *render.Charts { return by[ms.ManifestSync].reg.charts }
 	o.SyncContext = func(ctx context.Context, ms config.ManifestSync) context.Context {
 		if t := by[ms.ManifestSync].notBefore; !t.IsZero() {

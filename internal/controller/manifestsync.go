@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -125,6 +126,9 @@ func (r *ManifestSyncReconciler) credentials(ctx context.Context, obj *v1alpha1.
 	if j.signer, err = r.secrets.Signer(ctx, obj.Namespace, spec.Destination.Signing); err != nil {
 		return hydrate.Result{}, err
 	}
+	if j.verifier, err = r.secrets.Verifier(ctx, obj.Namespace, spec.Source.Verify); err != nil {
+		return hydrate.Result{}, &hydrate.VerificationError{What: "its trusted keys", Err: err}
+	}
 	kc, id, err := r.secrets.Registry(ctx, obj.Namespace, spec.RegistrySecretRef)
 	if err != nil {
 		return hydrate.Result{}, err
@@ -148,6 +152,9 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 	switch {
 	case err != nil:
 		ready, reason, msg = metav1.ConditionFalse, v1alpha1.ReasonFailed, oneLine(err)
+		if ve := (*hydrate.VerificationError)(nil); errors.As(err, &ve) {
+			reason = v1alpha1.ReasonVerificationFailed
+		}
 		after = backoff(failures, interval)
 		log.Error("hydrating failed", "error", msg, "retry", after)
 	case res.Result == hydrate.Locked:
@@ -198,7 +205,7 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Unlocked", "Hydrate", "the takeover lock ended")
 	}
 	switch {
-	case reason == v1alpha1.ReasonFailed:
+	case reason == v1alpha1.ReasonFailed || reason == v1alpha1.ReasonVerificationFailed:
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Hydrate", "%s", msg)
 	case res.Result == hydrate.Committed:
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Committed", "Hydrate", "%s", msg)

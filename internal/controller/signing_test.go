@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/testenv"
 )
 
 // A sync whose destination names a signing Secret lands signed commits,
@@ -51,5 +52,55 @@ func TestASyncSignsItsCommitsWithItsSigningSecret(t *testing.T) {
 	ms := e.ready("api", metav1.ConditionFalse, 30*time.Second)
 	if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "spec.destination.signing") || !strings.Contains(c.Message, "git.asc") {
 		t.Errorf("the sync says: %q", c.Message)
+	}
+}
+
+// spec.source.verify: a source commit rendered only when signed by a
+// trusted key (SSH allowed signers here, signed by git itself); an
+// unsigned commit, or one signed by another key, fails the sync with
+// reason VerificationFailed, naming the commit and the signer found.
+func TestASourceIsRenderedOnlyWhenSignedByATrustedKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	key := func() (string, ssh.PublicKey) {
+		_, priv, _ := ed25519.GenerateKey(rand.Reader)
+		block, _ := ssh.MarshalPrivateKey(priv, "")
+		f := filepath.Join(t.TempDir(), "id")
+		os.WriteFile(f, pem.EncodeToMemory(block), 0o600)
+		pub, _ := ssh.NewPublicKey(priv.Public())
+		return f, pub
+	}
+	trustedKey, trusted := key()
+	otherKey, other := key()
+	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "trusted", Namespace: e.ns},
+		Data: map[string][]byte{"allowed_signers": []byte("test@example.com " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(trusted))) + "\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	sync := e.apply(strings.Replace(webSync, "path: deploy/web}", "path: deploy/web, verify: {secretRef: {name: trusted}}}", 1))
+	ms := e.ready("web", metav1.ConditionFalse, 30*time.Second)
+	head := e.app.Head()
+	c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+	if c.Reason != v1alpha1.ReasonVerificationFailed || !strings.Contains(c.Message, "commit "+head[:7]) || !strings.Contains(c.Message, "not signed") || e.tip("env/dev") != "" {
+		t.Fatalf("an unsigned source: %s: %s (destination %q)", c.Reason, c.Message, e.tip("env/dev"))
+	}
+
+	signedCommit := func(keyFile, msg string) string {
+		e.app.Write(map[string]string{"deploy/web/note.txt": msg})
+		testenv.Git(t, e.app.Dir, "add", "-A")
+		testenv.Git(t, e.app.Dir, "-c", "gpg.format=ssh", "-c", "user.signingkey="+keyFile, "commit", "-q", "-S", "-m", msg)
+		e.app.Push("main")
+		return e.app.Head()
+	}
+	signedCommit(trustedKey, "signed")
+	e.requestReconcile(sync, time.Now().Format(time.RFC3339Nano))
+	e.ready("web", metav1.ConditionTrue, 30*time.Second)
+
+	bad := signedCommit(otherKey, "signed by someone else")
+	e.requestReconcile(sync, time.Now().Format(time.RFC3339Nano))
+	ms = e.ready("web", metav1.ConditionFalse, 30*time.Second)
+	c = meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+	if c.Reason != v1alpha1.ReasonVerificationFailed || !strings.Contains(c.Message, "commit "+bad[:7]) || !strings.Contains(c.Message, ssh.FingerprintSHA256(other)) {
+		t.Errorf("a source signed by another key: %s: %s", c.Reason, c.Message)
 	}
 }

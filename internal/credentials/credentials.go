@@ -134,6 +134,24 @@ func (s *Secrets) Signer(ctx context.Context, namespace string, sg *v1alpha1.Sig
 	return signer, nil
 }
 
+// Verifier reads the trusted keys of spec.source.verify: every value of
+// its Secret (armored OpenPGP public keys, SSH allowed signers). nil:
+// the source is not checked.
+func (s *Secrets) Verifier(ctx context.Context, namespace string, v *v1alpha1.Verify) (*signing.Verifier, error) {
+	if v == nil {
+		return nil, nil
+	}
+	sec, err := s.Get(ctx, namespace, &v.SecretRef)
+	if err != nil {
+		return nil, fmt.Errorf("spec.source.verify: %w", err)
+	}
+	ver, err := signing.ParseVerifier(sec.Data)
+	if err != nil {
+		return nil, fmt.Errorf("spec.source.verify: Secret %s/%s: %w", namespace, v.SecretRef.Name, err)
+	}
+	return ver, nil
+}
+
 // Registry reads a kubernetes.io/dockerconfigjson Secret into a keychain,
 // and names it for the clients that share it.
 func (s *Secrets) Registry(ctx context.Context, namespace string, ref *v1alpha1.SecretRef) (authn.Keychain, string, error) {

@@ -54,6 +54,9 @@ type Options struct {
 	// (spec.destination.signing, read by the caller); the syncs sharing
 	// a commit must share a signer.
 	SignerFor func(config.ManifestSync) signing.Signer
+	// VerifierFor gives the trusted keys a sync's source is checked with
+	// (spec.source.verify, read by the caller).
+	VerifierFor func(config.ManifestSync) (*signing.Verifier, error)
 	// Log receives debug records of the run's phases; the default
 	// discards them.
 	Log *slog.Logger

@@ -6,9 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -43,7 +46,67 @@ func (r *runner) openSource(ctx context.Context, ms config.ManifestSync) (*sourc
 	if o.Working() {
 		render.Warm() // a working tree is read anew each run: renders are likely
 	}
+	if err := r.o.verify(ms, o); err != nil {
+		return nil, err
+	}
 	return &sourceTree{o}, nil
+}
+
+// VerificationError is a source whose commit or tag does not carry a
+// signature of a trusted key (spec.source.verify).
+type VerificationError struct {
+	// What names the commit or tag, and where it is.
+	What string
+	Err  error
+}
+
+func (e *VerificationError) Error() string {
+	return fmt.Sprintf("spec.source.verify: %s: %v", e.What, e.Err)
+}
+
+func (e *VerificationError) Unwrap() error { return e.Err }
+
+// verify checks the signatures spec.source.verify asks for. A working
+// tree is the developer's own work: it is not checked.
+func (o *Options) verify(ms config.ManifestSync, src *source.Opened) error {
+	v := ms.Spec.Source.Verify
+	if v == nil || src.Working() || src.Tree == nil {
+		return nil
+	}
+	where := source.Redact(ms.Spec.Source.Repo)
+	var verifier *signing.Verifier
+	var err error
+	if o.VerifierFor != nil {
+		verifier, err = o.VerifierFor(ms)
+	}
+	if err != nil {
+		return &VerificationError{What: where, Err: err}
+	}
+	if verifier == nil {
+		return &VerificationError{What: where, Err: fmt.Errorf("no trusted keys to check it with (the controller reads them from spec.source.verify.secretRef)")}
+	}
+	repo := src.Tree.Repo()
+	var checks []source.Signed
+	if v.Mode == v1alpha1.VerifyTag || v.Mode == v1alpha1.VerifyTagAndHEAD {
+		t, err := repo.SignedTag(src.Ref)
+		if err != nil {
+			return &VerificationError{What: where, Err: err}
+		}
+		checks = append(checks, t)
+	}
+	if v.Mode != v1alpha1.VerifyTag {
+		c, err := repo.SignedCommit(plumbing.NewHash(src.Commit))
+		if err != nil {
+			return &VerificationError{What: where, Err: err}
+		}
+		checks = append(checks, c)
+	}
+	for _, c := range checks {
+		if _, err := verifier.Verify(c.Payload, c.Signature); err != nil {
+			return &VerificationError{What: c.What + " of " + where, Err: err}
+		}
+	}
+	return nil
 }
 
 // takeover completes a takeover record with the state of the working tree

@@ -592,3 +592,61 @@ func redactErr(err error) error {
 
 // fileMode maps a go-git mode to whether an entry is a directory.
 func isDir(m filemode.FileMode) bool { return m == filemode.Dir }
+
+// Signed is a commit or an annotated tag as its signature covers it.
+type Signed struct {
+	// What names it: "commit 1a2b3c4", "tag v1.2.0".
+	What string
+	// Payload is the object as git encodes it without its signature.
+	Payload []byte
+	// Signature is its gpgsig (a commit's) or trailing signature (a
+	// tag's); empty when unsigned.
+	Signature string
+}
+
+// SignedCommit returns commit h as its signature covers it.
+func (r *Repo) SignedCommit(h plumbing.Hash) (Signed, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := r.git.CommitObject(h)
+	if err != nil {
+		return Signed{}, fmt.Errorf("%s: commit %s: %w", r.loc, h, err)
+	}
+	obj := &plumbing.MemoryObject{}
+	if err := c.EncodeWithoutSignature(obj); err != nil {
+		return Signed{}, err
+	}
+	payload, err := readObject(obj)
+	return Signed{What: "commit " + h.String()[:7], Payload: payload, Signature: c.PGPSignature}, err
+}
+
+// SignedTag returns the annotated tag name as its signature covers it;
+// a lightweight tag, which cannot be signed, is an error.
+func (r *Repo) SignedTag(name string) (Signed, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name = strings.TrimPrefix(name, "refs/tags/")
+	ref, err := r.git.Tag(name)
+	if err != nil {
+		return Signed{}, fmt.Errorf("%s: tag %s: %w", r.loc, name, err)
+	}
+	t, err := r.git.TagObject(ref.Hash())
+	if err != nil {
+		return Signed{}, fmt.Errorf("%s: tag %s is a lightweight tag, which cannot be signed: make it an annotated, signed tag (git tag -s)", r.loc, name)
+	}
+	obj := &plumbing.MemoryObject{}
+	if err := t.EncodeWithoutSignature(obj); err != nil {
+		return Signed{}, err
+	}
+	payload, err := readObject(obj)
+	return Signed{What: "tag " + name, Payload: payload, Signature: t.PGPSignature}, err
+}
+
+func readObject(obj *plumbing.MemoryObject) ([]byte, error) {
+	rd, err := obj.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	return io.ReadAll(rd)
+}

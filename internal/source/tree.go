@@ -23,6 +23,9 @@ type TreeFS struct {
 	root plumbing.Hash
 }
 
+// Repo is the repository the tree is of.
+func (t *TreeFS) Repo() *Repo { return t.repo }
+
 // Tree returns the file system of a commit's tree, rooted at the opened
 // location's folder.
 func (r *Repo) Tree(c Commit) (*TreeFS, error) {
