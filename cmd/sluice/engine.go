@@ -12,6 +12,7 @@ import (
 
 	"sluice.dev/sluice/internal/build"
 	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/egress"
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/registry"
@@ -33,6 +34,7 @@ type engineFlags struct {
 	workerMemory  string
 	workerCPU     time.Duration
 	signingKey    string
+	trustedKeys   []string
 }
 
 func (e *engineFlags) add(fl *pflag.FlagSet) {
@@ -45,6 +47,7 @@ func (e *engineFlags) add(fl *pflag.FlagSet) {
 // addSigning adds the flag of the key that signs commits.
 func (e *engineFlags) addSigning(fl *pflag.FlagSet) {
 	fl.StringVar(&e.signingKey, "signing-key", "", "sign every commit with this SSH or OpenPGP private key (default: the key in $SLUICE_SIGNING_KEY, if any; its passphrase in $SLUICE_SIGNING_PASSPHRASE)")
+	fl.StringArrayVar(&e.trustedKeys, "trusted-keys", nil, "a file of trusted keys (armored OpenPGP public keys, or SSH allowed signers) that sources with spec.source.verify must be signed by (repeatable)")
 }
 
 // addCache adds the flags of the caches and registries, and the limits.
@@ -116,9 +119,16 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	if err != nil {
 		return nil, nil, hydrate.Options{}, err
 	}
+	verifier, err := signing.LoadVerifier(e.trustedKeys)
+	if err != nil {
+		return nil, nil, hydrate.Options{}, err
+	}
 	h := hydrate.Options{
 		Cache: cache, Registry: reg, Charts: &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
 		StateDir: dir, Limits: lim, Egress: policy, NoRemoteBases: e.limits.noRemoteBases, Sandbox: sb, Signer: signer,
+	}
+	if verifier != nil {
+		h.VerifierFor = func(config.ManifestSync) (*signing.Verifier, error) { return verifier, nil }
 	}
 	return cache, b, h, nil
 }

@@ -47,3 +47,45 @@ func TestHydrateSignsItsCommits(t *testing.T) {
 		t.Errorf("a signing key that is not one: exit %d\n%s", code, stderr)
 	}
 }
+
+// `sluice hydrate --trusted-keys` checks spec.source.verify: a tag signed
+// by git with a trusted key renders (mode Tag); its unsigned commit does
+// not (TagAndHEAD); a lightweight tag cannot be signed.
+func TestHydrateVerifiesSignedTags(t *testing.T) {
+	srv := testenv.NewGitServer(t)
+	app := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, app)
+	w.Write(map[string]string{"k/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"}).Commit("unsigned")
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, _ := ssh.MarshalPrivateKey(priv, "")
+	keyFile := filepath.Join(t.TempDir(), "id")
+	os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600)
+	pub, _ := ssh.NewPublicKey(priv.Public())
+	trusted := filepath.Join(t.TempDir(), "allowed_signers")
+	os.WriteFile(trusted, []byte("test@example.com "+strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))+"\n"), 0o644)
+	testenv.Git(t, w.Dir, "-c", "gpg.format=ssh", "-c", "user.signingkey="+keyFile, "tag", "-s", "-m", "release", "v1")
+	testenv.Git(t, w.Dir, "tag", "v0")
+	testenv.Git(t, w.Dir, "push", "-q", "origin", "main", "v1", "v0")
+	dst := srv.CreateRepo(t, "deploy")
+	syncs := t.TempDir()
+	sync := func(name, ref, mode string) {
+		y := "apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: " + name + "}\nspec:\n  source: {repo: " + app + ", ref: " + ref + ", path: k, verify: {mode: " + mode + ", secretRef: {name: keys}}}\n  destination: {repo: " + dst + ", branch: env/dev, path: apps/" + name + "}\n"
+		os.WriteFile(filepath.Join(syncs, name+".yaml"), []byte(y), 0o644)
+	}
+	sync("tagged", "v1", "Tag")
+	sync("both", "v1", "TagAndHEAD")
+	sync("light", "v0", "Tag")
+	out, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", t.TempDir(), "--trusted-keys", trusted)
+	if code == 0 || !strings.Contains(out+stderr, "tagged committed") {
+		t.Errorf("exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{"both", "spec.source.verify: commit", "it is not signed", "light", "lightweight tag"} {
+		if !strings.Contains(out+stderr, want) {
+			t.Errorf("the output lacks %q:\n%s%s", want, out, stderr)
+		}
+	}
+	// Without trusted keys, a sync that asks for verification fails.
+	if out, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", t.TempDir(), "--sync", "tagged"); code == 0 || !strings.Contains(out+stderr, "no trusted keys") {
+		t.Errorf("no --trusted-keys: exit %d\n%s%s", code, out, stderr)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -177,4 +178,25 @@ func (v *Verifier) verifySSH(payload []byte, signature string) (string, error) {
 		who = trusted.principals + " (SSH " + who + ")"
 	}
 	return who, nil
+}
+
+// LoadVerifier reads the CLI's trusted keys: the files given (each
+// armored OpenPGP public keys or SSH allowed signers). Nil when none is.
+func LoadVerifier(files []string) (*Verifier, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	keys := map[string][]byte{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-keys: %w", err)
+		}
+		keys[f] = data
+	}
+	v, err := ParseVerifier(keys)
+	if err != nil {
+		return nil, fmt.Errorf("--trusted-keys: %w", err)
+	}
+	return v, nil
 }

@@ -610,7 +610,7 @@ func (r *Repo) SignedCommit(h plumbing.Hash) (Signed, error) {
 	defer r.mu.Unlock()
 	c, err := r.git.CommitObject(h)
 	if err != nil {
-		return Signed{}, fmt.Errorf("%s: commit %s: %w", r.loc, h, err)
+		return Signed{}, fmt.Errorf("commit %s: %w", h, err)
 	}
 	obj := &plumbing.MemoryObject{}
 	if err := c.EncodeWithoutSignature(obj); err != nil {
@@ -628,11 +628,11 @@ func (r *Repo) SignedTag(name string) (Signed, error) {
 	name = strings.TrimPrefix(name, "refs/tags/")
 	ref, err := r.git.Tag(name)
 	if err != nil {
-		return Signed{}, fmt.Errorf("%s: tag %s: %w", r.loc, name, err)
+		return Signed{}, fmt.Errorf("tag %s: %w", name, err)
 	}
 	t, err := r.git.TagObject(ref.Hash())
 	if err != nil {
-		return Signed{}, fmt.Errorf("%s: tag %s is a lightweight tag, which cannot be signed: make it an annotated, signed tag (git tag -s)", r.loc, name)
+		return Signed{}, fmt.Errorf("tag %s is a lightweight tag, which cannot be signed: make it an annotated, signed tag (git tag -s)", name)
 	}
 	obj := &plumbing.MemoryObject{}
 	if err := t.EncodeWithoutSignature(obj); err != nil {
