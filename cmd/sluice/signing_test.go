@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,5 +88,55 @@ func TestHydrateVerifiesSignedTags(t *testing.T) {
 	// Without trusted keys, a sync that asks for verification fails.
 	if out, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", t.TempDir(), "--sync", "tagged"); code == 0 || !strings.Contains(out+stderr, "no trusted keys") {
 		t.Errorf("no --trusted-keys: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// Against a real Gitea whose deploy branch requires signed commits: an
+// unsigned hydration is refused by the forge, a signed one lands and
+// Gitea shows it verified.
+func TestAProtectedBranchThatRequiresSignedCommitsTakesSignedHydrations(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, _ := ssh.MarshalPrivateKey(priv, "")
+	keyFile := filepath.Join(t.TempDir(), "identity")
+	os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600)
+	pub, _ := ssh.NewPublicKey(priv.Public())
+	g := testenv.StartGiteaWith(t, "[repository.signing]\nTRUSTED_SSH_KEYS = "+strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))+"\n")
+	dst := g.CreateRepo(t, "deploy")
+	d := testenv.NewWork(t, g.PushURL(dst))
+	d.Write(map[string]string{"README.md": "deploy\n"}).Commit("init")
+	d.Push("main")
+	g.API(t, http.MethodPost, "repos/"+g.User+"/deploy/branch_protections", map[string]any{
+		"rule_name": "main", "enable_push": true, "require_signed_commits": true,
+	}, nil)
+
+	srv := testenv.NewGitServer(t)
+	app := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, app)
+	w.Write(map[string]string{"k/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"}).Commit("init")
+	w.Push("main")
+	syncs := t.TempDir()
+	os.WriteFile(filepath.Join(syncs, "web.yaml"), []byte("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: web}\nspec:\n  source: {repo: "+app+", path: k}\n  destination: {repo: "+g.PushURL(dst)+", branch: main, path: apps/web}\n"), 0o644)
+	cache := t.TempDir()
+
+	before := g.Head(t, dst, "main")
+	out, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", cache)
+	if code == 0 || g.Head(t, dst, "main") != before || !strings.Contains(out+stderr, "require signed commits: sign with --signing-key") {
+		t.Fatalf("an unsigned hydration of a branch requiring signed commits: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", cache, "--signing-key", keyFile); code != 0 {
+		t.Fatalf("a signed hydration: exit %d\n%s", code, stderr)
+	}
+	head := g.Head(t, dst, "main")
+	var commit struct {
+		Commit struct {
+			Verification struct {
+				Verified bool   `json:"verified"`
+				Reason   string `json:"reason"`
+			} `json:"verification"`
+		} `json:"commit"`
+	}
+	g.API(t, http.MethodGet, "repos/"+g.User+"/deploy/git/commits/"+head, nil, &commit)
+	if head == before || !commit.Commit.Verification.Verified {
+		t.Errorf("the signed hydration %s: verified %v (%s)", head, commit.Commit.Verification.Verified, commit.Commit.Verification.Reason)
 	}
 }

@@ -551,6 +551,10 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 	if (tip == nil && !old.IsZero()) || (tip != nil && tip.Hash() != old) {
 		return fmt.Errorf("pushing %s to %s: %w", name, r.loc, ErrStale)
 	}
+	if strings.Contains(pushErr.Error(), "hook declined") {
+		// The forge's own checks refused it; say what they usually are.
+		return fmt.Errorf("pushing %s to %s: %w: the forge refused it (a protected branch may require signed commits: sign with --signing-key or spec.destination.signing; or review: use destination.mode pullRequest)", name, r.loc, pushErr)
+	}
 	return fmt.Errorf("pushing %s to %s: %w", name, r.loc, pushErr)
 }
 

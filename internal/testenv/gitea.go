@@ -46,6 +46,13 @@ func GiteaBinary(t TB) string {
 // ends.
 func StartGitea(t TB) *Gitea {
 	t.Helper()
+	return StartGiteaWith(t, "")
+}
+
+// StartGiteaWith starts a Gitea with more of app.ini's settings (whole
+// sections, after the test's own).
+func StartGiteaWith(t TB, ini string) *Gitea {
+	t.Helper()
 	bin := GiteaBinary(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -54,7 +61,7 @@ func StartGitea(t TB) *Gitea {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	g := &Gitea{URL: fmt.Sprintf("http://127.0.0.1:%d/", port), User: "sluice", Password: "Sluice-test-1", dir: t.TempDir()}
-	ini := fmt.Sprintf(`APP_NAME = sluice-test
+	conf := fmt.Sprintf(`APP_NAME = sluice-test
 RUN_MODE = prod
 WORK_PATH = %[1]s
 I_AM_BEING_UNSAFE_RUNNING_AS_ROOT = true
@@ -84,13 +91,13 @@ ISSUE_INDEXER_TYPE = db
 ENABLED = false
 [log]
 LEVEL = Warn
-`, g.dir, port, g.URL, filepath.Join(filepath.Dir(bin), "src"))
-	conf := filepath.Join(g.dir, "app.ini")
-	if err := os.WriteFile(conf, []byte(ini), 0o600); err != nil {
+`, g.dir, port, g.URL, filepath.Join(filepath.Dir(bin), "src")) + ini
+	file := filepath.Join(g.dir, "app.ini")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatalf("%v", err)
 	}
 	run := func(args ...string) {
-		out, err := exec.Command(bin, append([]string{"--config", conf}, args...)...).CombinedOutput()
+		out, err := exec.Command(bin, append([]string{"--config", file}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("gitea %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -101,7 +108,7 @@ LEVEL = Warn
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	g.cmd = exec.Command(bin, "--config", conf, "web")
+	g.cmd = exec.Command(bin, "--config", file, "web")
 	g.cmd.Stdout, g.cmd.Stderr = log, log
 	if err := g.cmd.Start(); err != nil {
 		t.Fatalf("%v", err)
