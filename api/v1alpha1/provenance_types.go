@@ -65,6 +65,10 @@ type Takeover struct {
 	Tag string `json:"tag,omitempty"`
 	// Expires ends the lock (RFC 3339).
 	Expires string `json:"expires"`
+	// Unverified says the sync asks for signed sources
+	// (spec.source.verify) and the working tree rendered was not checked:
+	// it is the developer's own work.
+	Unverified bool `json:"unverified,omitempty"`
 }
 
 // ProvenanceSource records the source of a hydrated folder.
@@ -81,6 +85,9 @@ type ProvenanceSource struct {
 	Path  string `json:"path"`
 	// Tree is the git tree hash of Path at Commit.
 	Tree string `json:"tree,omitempty"`
+	// SignedBy is the trusted key whose signature spec.source.verify
+	// found on the commit (and tag) rendered.
+	SignedBy string `json:"signedBy,omitempty"`
 }
 
 // Renderer names a rendering engine and its version.

@@ -94,7 +94,10 @@ func TestASourceIsRenderedOnlyWhenSignedByATrustedKey(t *testing.T) {
 	}
 	signedCommit(trustedKey, "signed")
 	e.requestReconcile(sync, time.Now().Format(time.RFC3339Nano))
-	e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	ms = e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	if ms.Status.Source == nil || !strings.HasPrefix(ms.Status.Source.SignedBy, "test@example.com (SSH "+ssh.FingerprintSHA256(trusted)) {
+		t.Errorf("the status says the source was signed by %+v", ms.Status.Source)
+	}
 
 	bad := signedCommit(otherKey, "signed by someone else")
 	e.requestReconcile(sync, time.Now().Format(time.RFC3339Nano))

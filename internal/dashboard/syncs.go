@@ -57,6 +57,9 @@ type syncRow struct {
 type commitRef struct {
 	Repo, Commit, Ref, Path string
 	URL                     string
+	// Signed says how the commit is signed: the trusted key that signed a
+	// verified source, the Secret whose key signs the destination's.
+	Signed string
 }
 
 func rowOf(ms *v1alpha1.ManifestSync) syncRow {
@@ -68,6 +71,9 @@ func rowOf(ms *v1alpha1.ManifestSync) syncRow {
 	r.Source = commitRef{Repo: ms.Spec.Source.Repo, Ref: ms.Spec.Source.Ref, Path: ms.Spec.Source.Path}
 	if src := ms.Status.Source; src != nil {
 		r.Source.Commit = src.Commit
+		if src.SignedBy != "" {
+			r.Source.Signed = "verified: signed by " + src.SignedBy
+		}
 	}
 	r.Source.URL = commitURL(r.Source.Repo, r.Source.Commit)
 	dest := ms.Spec.Destination
@@ -77,6 +83,9 @@ func rowOf(ms *v1alpha1.ManifestSync) syncRow {
 	}
 	if r.Destination.Repo == "" {
 		r.Destination.Repo = r.Source.Repo
+	}
+	if sg := dest.Signing; sg != nil {
+		r.Destination.Signed = "signed with the key of Secret " + sg.SecretRef.Name
 	}
 	r.Destination.URL = commitURL(r.Destination.Repo, r.Destination.Commit)
 	r.Images = ms.Status.Images

@@ -39,6 +39,7 @@ func TestStates(t *testing.T) {
 		{StateUnknown, false, nil},
 		{StateReady, false, []metav1.Condition{cond("Ready", "True", "Succeeded")}},
 		{StateFailed, false, []metav1.Condition{cond("Ready", "False", "Failed")}},
+		{StateFailed, false, []metav1.Condition{cond("Ready", "False", "VerificationFailed")}},
 		{StateLocked, false, []metav1.Condition{cond("Ready", "False", "Locked")}},
 		{StateStalled, false, []metav1.Condition{cond("Ready", "False", "Invalid"), cond("Stalled", "True", "Invalid")}},
 		{StateProgressing, false, []metav1.Condition{cond("Ready", "True", "Succeeded"), cond("Reconciling", "True", "Progressing")}},
@@ -60,5 +61,20 @@ func TestFilterQueries(t *testing.T) {
 	f = filterOf(url.Values{"namespace": {"team-a"}, "state": {"Failed"}, "q": {"web"}})
 	if got := f.query(3); got != "?namespace=team-a&page=3&q=web&state=Failed" {
 		t.Errorf("the next page's link keeps the filter: %s", got)
+	}
+}
+
+// A sync's page says who signed its source and what signs its commits.
+func TestASyncsRowSaysHowItsCommitsAreSigned(t *testing.T) {
+	ms := &v1alpha1.ManifestSync{}
+	ms.Spec.Source.Repo = "https://git.example.com/app.git"
+	ms.Spec.Destination = v1alpha1.Destination{Branch: "main", Path: "apps/web", Signing: &v1alpha1.Signing{SecretRef: v1alpha1.SecretRef{Name: "sluice-signing"}}}
+	ms.Status.Source = &v1alpha1.ProvenanceSource{Commit: "0123456789abcdef0123456789abcdef01234567", SignedBy: "dev@example.com (SSH SHA256:abc)"}
+	r := rowOf(ms)
+	if r.Source.Signed != "verified: signed by dev@example.com (SSH SHA256:abc)" || r.Destination.Signed != "signed with the key of Secret sluice-signing" {
+		t.Errorf("source %q, destination %q", r.Source.Signed, r.Destination.Signed)
+	}
+	if r := rowOf(&v1alpha1.ManifestSync{}); r.Source.Signed != "" || r.Destination.Signed != "" {
+		t.Errorf("an unsigned sync: %+v", r)
 	}
 }

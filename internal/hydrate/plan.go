@@ -229,6 +229,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	prov.Fingerprint = fingerprint(ms.ManifestSync, prov.Renderer, prov.Inputs, prov.Chart, prov.Images)
 	if t := r.o.Takeover; t != nil {
 		prov.Takeover = src.takeover(*t, inputs)
+		prov.Takeover.Unverified = ms.Spec.Source.Verify != nil && src.Working()
 	}
 	data, err := marshalProvenance(prov)
 	if err != nil {

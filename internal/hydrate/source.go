@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
@@ -18,12 +20,14 @@ import (
 // sourceTree is what a sync reads: a commit's tree, or a working tree.
 type sourceTree struct {
 	*source.Opened
+	// signedBy is who signed it, when spec.source.verify checked it.
+	signedBy string
 }
 
 // provenance records the source, with whether a working tree differed
 // from its HEAD in any file the render read.
 func (s *sourceTree) provenance(spec v1alpha1.Source, inputs []v1alpha1.Input) v1alpha1.ProvenanceSource {
-	ps := v1alpha1.ProvenanceSource{Repo: source.Redact(spec.Repo), Ref: s.Ref, Commit: s.Commit, Path: spec.Path}
+	ps := v1alpha1.ProvenanceSource{Repo: source.Redact(spec.Repo), Ref: s.Ref, Commit: s.Commit, Path: spec.Path, SignedBy: s.signedBy}
 	if s.Tree != nil {
 		ps.Tree, _ = s.Tree.TreeHash(spec.Path)
 	}
@@ -46,10 +50,11 @@ func (r *runner) openSource(ctx context.Context, ms config.ManifestSync) (*sourc
 	if o.Working() {
 		render.Warm() // a working tree is read anew each run: renders are likely
 	}
-	if err := r.o.verify(ms, o); err != nil {
+	signedBy, err := r.o.verify(ms, o)
+	if err != nil {
 		return nil, err
 	}
-	return &sourceTree{o}, nil
+	return &sourceTree{Opened: o, signedBy: signedBy}, nil
 }
 
 // VerificationError is a source whose commit or tag does not carry a
@@ -66,12 +71,13 @@ func (e *VerificationError) Error() string {
 
 func (e *VerificationError) Unwrap() error { return e.Err }
 
-// verify checks the signatures spec.source.verify asks for. A working
-// tree is the developer's own work: it is not checked.
-func (o *Options) verify(ms config.ManifestSync, src *source.Opened) error {
+// verify checks the signatures spec.source.verify asks for, and says
+// whose they are. A working tree is the developer's own work: it is not
+// checked.
+func (o *Options) verify(ms config.ManifestSync, src *source.Opened) (string, error) {
 	v := ms.Spec.Source.Verify
 	if v == nil || src.Working() || src.Tree == nil {
-		return nil
+		return "", nil
 	}
 	where := source.Redact(ms.Spec.Source.Repo)
 	var verifier *signing.Verifier
@@ -80,33 +86,38 @@ func (o *Options) verify(ms config.ManifestSync, src *source.Opened) error {
 		verifier, err = o.VerifierFor(ms)
 	}
 	if err != nil {
-		return &VerificationError{What: where, Err: err}
+		return "", &VerificationError{What: where, Err: err}
 	}
 	if verifier == nil {
-		return &VerificationError{What: where, Err: fmt.Errorf("no trusted keys to check it with (the controller reads them from spec.source.verify.secretRef)")}
+		return "", &VerificationError{What: where, Err: fmt.Errorf("no trusted keys to check it with (the controller reads them from spec.source.verify.secretRef)")}
 	}
 	repo := src.Tree.Repo()
 	var checks []source.Signed
 	if v.Mode == v1alpha1.VerifyTag || v.Mode == v1alpha1.VerifyTagAndHEAD {
 		t, err := repo.SignedTag(src.Ref)
 		if err != nil {
-			return &VerificationError{What: where, Err: err}
+			return "", &VerificationError{What: where, Err: err}
 		}
 		checks = append(checks, t)
 	}
 	if v.Mode != v1alpha1.VerifyTag {
 		c, err := repo.SignedCommit(plumbing.NewHash(src.Commit))
 		if err != nil {
-			return &VerificationError{What: where, Err: err}
+			return "", &VerificationError{What: where, Err: err}
 		}
 		checks = append(checks, c)
 	}
+	var signers []string
 	for _, c := range checks {
-		if _, err := verifier.Verify(c.Payload, c.Signature); err != nil {
-			return &VerificationError{What: c.What + " of " + where, Err: err}
+		who, err := verifier.Verify(c.Payload, c.Signature)
+		if err != nil {
+			return "", &VerificationError{What: c.What + " of " + where, Err: err}
+		}
+		if !slices.Contains(signers, who) {
+			signers = append(signers, who)
 		}
 	}
-	return nil
+	return strings.Join(signers, ", "), nil
 }
 
 // takeover completes a takeover record with the state of the working tree

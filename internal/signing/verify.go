@@ -76,7 +76,12 @@ func sortedKeys(m map[string][]byte) []string {
 // parseAllowedSigner reads an allowed-signers line, or an authorized_keys
 // line (no principals).
 func parseAllowedSigner(line string) (allowedSigner, error) {
-	if key, comment, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err == nil {
+	first, _, _ := strings.Cut(line, " ")
+	if strings.HasPrefix(first, "ssh-") || strings.HasPrefix(first, "ecdsa-") || strings.HasPrefix(first, "sk-") {
+		key, comment, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+		if err != nil {
+			return allowedSigner{}, fmt.Errorf("not an SSH public key: %w", err)
+		}
 		return allowedSigner{principals: comment, key: key}, nil
 	}
 	principals, rest, _ := strings.Cut(line, " ")
