@@ -26,6 +26,11 @@ import (
 // and returns its hash.
 func signedCommit(t *testing.T, dir string, s Signer) string {
 	t.Helper()
+	return signedCommitB(t, dir, s)
+}
+
+func signedCommitB(t testing.TB, dir string, s Signer) string {
+	t.Helper()
 	repo, err := git.PlainOpen(dir)
 	if err != nil {
 		t.Fatal(err)
