@@ -14,6 +14,7 @@ build:
 # control plane (kube-apiserver, etcd, kube-controller-manager), the helm
 # and kustomize releases Sluice is compared with, the Flux controllers and
 # Argo CD's ApplicationSet controller live sessions hand clusters back to,
+# Argo CD's own manifest generation renders as an Application are compared with,
 # Gitea (a real forge sending webhooks), Sluice's own image binary, and
 # Debian's chromium for the dashboard's browser tests (installed with
 # apt-get when missing).
