@@ -29,6 +29,11 @@ import (
 // same limits (the output's among them, checked as files are read), as
 // Argo CD's repo-server reads a directory source itself.
 func (s *Sandbox) Render(ctx context.Context, fsys source.FS, dir string, o render.Options) (*render.Result, error) {
+	if o.Kustomization != nil || o.PostBuild != nil {
+		// Functions of this process cannot run in a worker: never render
+		// without them, silently.
+		return nil, errors.New("a render as a GitOps owner (render.Options.Kustomization, PostBuild) is not run in a worker process")
+	}
 	if kind, err := render.Detect(fsys, dir, o.Render); err != nil || kind == render.Plain {
 		return render.Render(ctx, fsys, dir, o)
 	}
