@@ -201,6 +201,20 @@ type ImageRule struct {
 	// written) when this rule's tag does not exist: how a deployment tag
 	// applies to the images built under it and leaves the others alone.
 	Optional bool `json:"optional,omitempty"`
+	// Verify, if set, pins a digest only when a signature of a trusted key
+	// verifies for it; otherwise the sync fails and the folder keeps the
+	// digest pinned before.
+	Verify *ImageVerify `json:"verify,omitempty"`
+}
+
+// ImageVerify says whose signature an image must carry.
+type ImageVerify struct {
+	// Provider is cosign: signatures where `cosign sign` writes them.
+	// +kubebuilder:validation:Enum=cosign
+	Provider string `json:"provider"`
+	// SecretRef names a Secret holding the trusted public key under
+	// cosign.pub (as `cosign generate-key-pair` writes it).
+	SecretRef SecretRef `json:"secretRef"`
 }
 
 // Layout values.

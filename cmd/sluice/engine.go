@@ -10,11 +10,13 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/build"
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/egress"
 	"sluice.dev/sluice/internal/hydrate"
+	"sluice.dev/sluice/internal/imagesig"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/sandbox"
@@ -35,6 +37,7 @@ type engineFlags struct {
 	workerCPU     time.Duration
 	signingKey    string
 	trustedKeys   []string
+	cosignKeys    []string
 }
 
 func (e *engineFlags) add(fl *pflag.FlagSet) {
@@ -48,6 +51,7 @@ func (e *engineFlags) add(fl *pflag.FlagSet) {
 func (e *engineFlags) addSigning(fl *pflag.FlagSet) {
 	fl.StringVar(&e.signingKey, "signing-key", "", "sign every commit with this SSH or OpenPGP private key (default: the key in $SLUICE_SIGNING_KEY, if any; its passphrase in $SLUICE_SIGNING_PASSPHRASE)")
 	fl.StringArrayVar(&e.trustedKeys, "trusted-keys", nil, "a file of trusted keys (armored OpenPGP public keys, or SSH allowed signers) that sources with spec.source.verify must be signed by (repeatable)")
+	fl.StringArrayVar(&e.cosignKeys, "cosign-key", nil, "a cosign public key (cosign.pub) that images whose rule has verify must be signed by (repeatable)")
 }
 
 // addCache adds the flags of the caches and registries, and the limits.
@@ -123,12 +127,19 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	if err != nil {
 		return nil, nil, hydrate.Options{}, err
 	}
+	cosignKeys, err := imagesig.LoadKeys(e.cosignKeys)
+	if err != nil {
+		return nil, nil, hydrate.Options{}, err
+	}
 	h := hydrate.Options{
 		Cache: cache, Registry: reg, Charts: &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
 		StateDir: dir, Limits: lim, Egress: policy, NoRemoteBases: e.limits.noRemoteBases, Sandbox: sb, Signer: signer,
 	}
 	if verifier != nil {
 		h.VerifierFor = func(config.ManifestSync) (*signing.Verifier, error) { return verifier, nil }
+	}
+	if cosignKeys != nil {
+		h.ImageKeysFor = func(config.ManifestSync, v1alpha1.ImageRule) (imagesig.Keys, error) { return cosignKeys, nil }
 	}
 	return cache, b, h, nil
 }

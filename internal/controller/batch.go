@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/hydrate"
+	"sluice.dev/sluice/internal/imagesig"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/signing"
@@ -24,6 +26,8 @@ type job struct {
 	signer signing.Signer
 	// verifier checks its source's signatures (spec.source.verify).
 	verifier *signing.Verifier
+	// imageKeys are the keys its image rules' verify trust, by Secret.
+	imageKeys map[string]imagesig.Keys
 	// notBefore, when set, asks for what the remotes hold since then.
 	notBefore time.Time
 	done      chan batchResult
@@ -147,6 +151,12 @@ func (b *batcher) hydrate(jobs []*job) {
 	o.RegistryFor = func(ms config.ManifestSync) *registry.Client { return by[ms.ManifestSync].reg.reg }
 	o.SignerFor = func(ms config.ManifestSync) signing.Signer { return by[ms.ManifestSync].signer }
 	o.VerifierFor = func(ms config.ManifestSync) (*signing.Verifier, error) { return by[ms.ManifestSync].verifier, nil }
+	o.ImageKeysFor = func(ms config.ManifestSync, rule v1alpha1.ImageRule) (imagesig.Keys, error) {
+		if keys := by[ms.ManifestSync].imageKeys[rule.Verify.SecretRef.Name]; keys != nil {
+			return keys, nil
+		}
+		return nil, fmt.Errorf("verify: Secret %s was not read", rule.Verify.SecretRef.Name)
+	}
 	o.ChartsFor = func(ms config.ManifestSync) *render.Charts { return by[ms.ManifestSync].reg.charts }
 	o.SyncContext = func(ctx context.Context, ms config.ManifestSync) context.Context {
 		if t := by[ms.ManifestSync].notBefore; !t.IsZero() {

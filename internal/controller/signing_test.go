@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/pem"
 	"os"
@@ -18,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -105,5 +108,35 @@ func TestASourceIsRenderedOnlyWhenSignedByATrustedKey(t *testing.T) {
 	c = meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
 	if c.Reason != v1alpha1.ReasonVerificationFailed || !strings.Contains(c.Message, "commit "+bad[:7]) || !strings.Contains(c.Message, ssh.FingerprintSHA256(other)) {
 		t.Errorf("a source signed by another key: %s: %s", c.Reason, c.Message)
+	}
+}
+
+// images[].verify: a digest is pinned only when a cosign signature of the
+// trusted key verifies for it; until then the sync fails, saying so, and
+// nothing is written.
+func TestAnImageIsPinnedOnlyWhenItsCosignSignatureVerifies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cosign", Namespace: e.ns},
+		Data: map[string][]byte{"cosign.pub": testenv.CosignPublicKey(t, key)}}); err != nil {
+		t.Fatal(err)
+	}
+	sync := e.apply(strings.Replace(webSync, "images: [{name: REG/team/app}]", "images: [{name: REG/team/app, verify: {provider: cosign, secretRef: {name: cosign}}}]", 1))
+	ms := e.ready("web", metav1.ConditionFalse, 30*time.Second)
+	digest, err := registry.New().Digest(context.Background(), e.reg.Host+"/team/app:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+	if !strings.Contains(c.Message, "is not pinned: no cosign signature") || !strings.Contains(c.Message, digest) || e.tip("env/dev") != "" {
+		t.Fatalf("an unsigned image: %s (destination %q)", c.Message, e.tip("env/dev"))
+	}
+	testenv.CosignSign(t, e.reg, "team/app", digest, digest, key)
+	e.requestReconcile(sync, time.Now().Format(time.RFC3339Nano))
+	ms = e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	if len(ms.Status.Images) != 1 || ms.Status.Images[0].Digest != digest {
+		t.Errorf("pinned %+v, want %s", ms.Status.Images, digest)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/imagesig"
 	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
 )
@@ -150,6 +151,34 @@ func (s *Secrets) Verifier(ctx context.Context, namespace string, v *v1alpha1.Ve
 		return nil, fmt.Errorf("spec.source.verify: Secret %s/%s: %w", namespace, v.SecretRef.Name, err)
 	}
 	return ver, nil
+}
+
+// CosignKeys reads the trusted keys of the image rules that ask for
+// verification: cosign.pub of each Secret named, by the Secret's name.
+func (s *Secrets) CosignKeys(ctx context.Context, namespace string, rules []v1alpha1.ImageRule) (map[string]imagesig.Keys, error) {
+	var out map[string]imagesig.Keys
+	for i, r := range rules {
+		if r.Verify == nil {
+			continue
+		}
+		name := r.Verify.SecretRef.Name
+		if _, ok := out[name]; ok {
+			continue
+		}
+		sec, err := s.Get(ctx, namespace, &r.Verify.SecretRef)
+		if err != nil {
+			return nil, fmt.Errorf("spec.images[%d].verify: %w", i, err)
+		}
+		keys, err := imagesig.ParseKeys(sec.Data["cosign.pub"])
+		if err != nil {
+			return nil, fmt.Errorf("spec.images[%d].verify: Secret %s/%s key cosign.pub: %w", i, namespace, name, err)
+		}
+		if out == nil {
+			out = map[string]imagesig.Keys{}
+		}
+		out[name] = keys
+	}
+	return out, nil
 }
 
 // Registry reads a kubernetes.io/dockerconfigjson Secret into a keychain,

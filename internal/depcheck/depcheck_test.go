@@ -21,6 +21,7 @@ var layers = map[string][]string{
 	"internal/render":      {"internal/egress", "api/v1alpha1", "internal/anchors", "internal/source", "internal/registry"},
 	"internal/sandbox":     {"api/v1alpha1", "internal/anchors", "internal/egress", "internal/source", "internal/registry", "internal/render"},
 	"internal/pin":         {"internal/egress", "api/v1alpha1", "internal/registry"},
+	"internal/imagesig":    {"internal/registry"},
 	"internal/signing":     {},
 	"internal/destination": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing"},
 	"internal/devcluster":  {"config/crd"},
@@ -34,13 +35,13 @@ var layers = map[string][]string{
 	"internal/deploy":      {"internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster"},
 	"internal/forge":       {"internal/egress", "api/v1alpha1"},
 	"internal/hydrate": {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/forge",
-		"internal/render", "internal/pin", "internal/destination", "internal/signing"},
+		"internal/render", "internal/pin", "internal/destination", "internal/signing", "internal/imagesig"},
 	// The dashboard reads what the controller and sessions write.
 	"internal/dashboard":   {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/cluster", "internal/session", "internal/preview", "internal/hydrate", "internal/source", "internal/registry"},
-	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing"},
+	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing", "internal/imagesig", "internal/registry"},
 	"internal/preview":     {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/config", "internal/credentials", "internal/destination", "internal/hydrate", "internal/registry", "internal/render", "internal/source"},
 	// The controller drives the engines; nothing below knows of it.
-	"internal/controller": {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/signing",
+	"internal/controller": {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/signing", "internal/imagesig",
 		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig", "internal/credentials", "internal/preview", "internal/dashboard"},
 }
 

@@ -17,6 +17,7 @@ import (
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/egress"
+	"sluice.dev/sluice/internal/imagesig"
 	"sluice.dev/sluice/internal/override"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
@@ -57,6 +58,9 @@ type Options struct {
 	// VerifierFor gives the trusted keys a sync's source is checked with
 	// (spec.source.verify, read by the caller).
 	VerifierFor func(config.ManifestSync) (*signing.Verifier, error)
+	// ImageKeysFor gives the keys an image rule's verify trusts (read by
+	// the caller); nil refuses rules that ask for verification.
+	ImageKeysFor func(config.ManifestSync, v1alpha1.ImageRule) (imagesig.Keys, error)
 	// Log receives debug records of the run's phases; the default
 	// discards them.
 	Log *slog.Logger

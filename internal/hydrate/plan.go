@@ -11,6 +11,7 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
+	"sluice.dev/sluice/internal/imagesig"
 	"sluice.dev/sluice/internal/pin"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/source"
@@ -150,7 +151,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		p.locked = lock
 		return nil
 	}
-	pinner := &pin.Pinner{Registry: r.o.registry(ms), Commit: src.Commit}
+	pinner := r.pinner(ms, src.Commit)
 	// A takeover always writes its record (and extends its lock); a
 	// folder a takeover wrote goes back to the regular render.
 	shortcut := !r.o.Force && r.o.Takeover == nil && p.prev != nil && p.prev.Takeover == nil
@@ -336,7 +337,7 @@ func (r *runner) lockOf(prev *v1alpha1.Provenance) *v1alpha1.Takeover {
 // last pinned with, so the answers are in when the check needs them. Only
 // strategies that need no source commit can start this early.
 func (r *runner) prefetch(ctx context.Context, ms config.ManifestSync, prev *v1alpha1.Provenance) {
-	pinner := &pin.Pinner{Registry: r.o.registry(ms)}
+	pinner := r.pinner(ms, "")
 	for _, img := range prev.Images {
 		rule, ok := pin.Match(ms.Spec.Images, pin.ParseRef(img.From).Repo)
 		if ok && rule.Strategy != v1alpha1.StrategySourceCommit {
@@ -544,4 +545,20 @@ func (p *plan) writeDir(out destination.Dir) Result {
 		p.err = fmt.Errorf("writing %s: %w", path.Join(root.Root, d.Path), err)
 	}
 	return p.result()
+}
+
+// pinner pins a sync's images, checking the signatures its rules ask for.
+func (r *runner) pinner(ms config.ManifestSync, commit string) *pin.Pinner {
+	reg := r.o.registry(ms)
+	p := &pin.Pinner{Registry: reg, Commit: commit}
+	if r.o.ImageKeysFor != nil {
+		p.Verify = func(ctx context.Context, rule v1alpha1.ImageRule, repo, digest string) error {
+			keys, err := r.o.ImageKeysFor(ms, rule)
+			if err != nil {
+				return err
+			}
+			return imagesig.VerifyCosign(ctx, reg, repo, digest, keys)
+		}
+	}
+	return p
 }

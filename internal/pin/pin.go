@@ -87,6 +87,9 @@ type Pinner struct {
 	Registry *registry.Client
 	// Commit is the source commit, the tag of the sourceCommit strategy.
 	Commit string
+	// Verify checks the signature a rule's verify asks for of the digest
+	// resolved; nil refuses such rules.
+	Verify func(ctx context.Context, rule v1alpha1.ImageRule, repo, digest string) error
 }
 
 // Resolve pins one reference as written under a rule.
@@ -128,6 +131,14 @@ func (p *Pinner) Resolve(ctx context.Context, from string, rule v1alpha1.ImageRu
 	}
 	if err != nil {
 		return out, fmt.Errorf("image %s:%s: %w", ref.Repo, tag, err)
+	}
+	if rule.Verify != nil {
+		if p.Verify == nil {
+			return out, fmt.Errorf("image %s:%s: verify: no trusted keys to check its signature with", ref.Repo, tag)
+		}
+		if err := p.Verify(ctx, rule, ref.Repo, digest); err != nil {
+			return out, fmt.Errorf("image %s:%s (%s) is not pinned: %w", ref.Repo, tag, digest, err)
+		}
 	}
 	out.Tag, out.Digest = tag, digest
 	return out, nil

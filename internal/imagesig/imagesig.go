@@ -1,0 +1,182 @@
+// Package imagesig checks that an image digest carries a cosign signature
+// of a trusted key before Sluice pins it. Signatures are read where cosign
+// writes them: the tag sha256-<hex>.sig of the image's repository, each
+// layer a simple-signing payload naming the digest signed, its signature
+// in the layer's dev.cosignproject.cosign/signature annotation.
+package imagesig
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"sluice.dev/sluice/internal/registry"
+)
+
+// SignatureAnnotation holds a layer's signature in cosign's layout.
+const SignatureAnnotation = "dev.cosignproject.cosign/signature"
+
+// maxPayload bounds a signature layer read.
+const maxPayload = 1 << 20
+
+// Keys are trusted cosign public keys.
+type Keys []crypto.PublicKey
+
+// ParseKeys reads PEM public keys (cosign.pub: "-----BEGIN PUBLIC
+// KEY-----", ECDSA, Ed25519 or RSA).
+func ParseKeys(data []byte) (Keys, error) {
+	var out Keys
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			break
+		}
+		if b.Type != "PUBLIC KEY" {
+			continue
+		}
+		k, err := x509.ParsePKIXPublicKey(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("a public key: %w", err)
+		}
+		out = append(out, k)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM public key (-----BEGIN PUBLIC KEY-----), as cosign generate-key-pair writes cosign.pub")
+	}
+	return out, nil
+}
+
+// LoadKeys reads the CLI's cosign public keys, from the files given; nil
+// when none is.
+func LoadKeys(files []string) (Keys, error) {
+	var out Keys
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--cosign-key: %w", err)
+		}
+		keys, err := ParseKeys(data)
+		if err != nil {
+			return nil, fmt.Errorf("--cosign-key %s: %w", f, err)
+		}
+		out = append(out, keys...)
+	}
+	return out, nil
+}
+
+// payload is cosign's simple-signing payload.
+type payload struct {
+	Critical struct {
+		Image struct {
+			Digest string `json:"docker-manifest-digest"`
+		} `json:"image"`
+		Type string `json:"type"`
+	} `json:"critical"`
+}
+
+// VerifyCosign checks that repo@digest carries a signature by one of
+// keys. The error says what was found: no signature, or signatures by
+// other keys, or for another digest.
+func VerifyCosign(ctx context.Context, reg *registry.Client, repo, digest string, keys Keys) error {
+	hexDigest, ok := strings.CutPrefix(digest, "sha256:")
+	if !ok {
+		return fmt.Errorf("digest %s: not sha256", digest)
+	}
+	ref, err := reg.ParseReference(repo + ":sha256-" + hexDigest + ".sig")
+	if err != nil {
+		return err
+	}
+	img, err := reg.Image(ctx, ref)
+	if err != nil {
+		if errors.Is(err, registry.ErrNotFound) || strings.Contains(err.Error(), "MANIFEST_UNKNOWN") || strings.Contains(err.Error(), "NAME_UNKNOWN") {
+			return fmt.Errorf("no cosign signature (%s)", ref)
+		}
+		return fmt.Errorf("reading its signatures %s: %w", ref, err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return fmt.Errorf("reading its signatures %s: %w", ref, err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return fmt.Errorf("reading its signatures %s: %w", ref, err)
+	}
+	var seen []string
+	for i, desc := range m.Layers {
+		if i >= len(layers) {
+			break
+		}
+		sig, err := base64.StdEncoding.DecodeString(desc.Annotations[SignatureAnnotation])
+		if err != nil || len(sig) == 0 {
+			continue
+		}
+		rc, err := layers[i].Compressed()
+		if err != nil {
+			return fmt.Errorf("reading signature %d of %s: %w", i, ref, err)
+		}
+		data, err := io.ReadAll(io.LimitReader(rc, maxPayload+1))
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("reading signature %d of %s: %w", i, ref, err)
+		}
+		if len(data) > maxPayload {
+			seen = append(seen, "one too large to read")
+			continue
+		}
+		if !verifiedBy(keys, data, sig) {
+			seen = append(seen, "one by another key")
+			continue
+		}
+		var p payload
+		if err := json.Unmarshal(data, &p); err != nil || p.Critical.Type != "cosign container image signature" {
+			seen = append(seen, "one not of an image")
+			continue
+		}
+		if p.Critical.Image.Digest != digest {
+			seen = append(seen, "one for "+p.Critical.Image.Digest)
+			continue
+		}
+		return nil
+	}
+	if len(seen) == 0 {
+		return fmt.Errorf("no cosign signature (%s holds none)", ref)
+	}
+	return fmt.Errorf("no cosign signature by a trusted key: %s holds %s", ref, strings.Join(seen, ", "))
+}
+
+// verifiedBy reports whether sig over data verifies with one of keys,
+// as cosign signs: SHA-256 (ECDSA ASN.1, RSA PKCS#1 v1.5 or PSS), or
+// Ed25519 over the data itself.
+func verifiedBy(keys Keys, data, sig []byte) bool {
+	h := sha256.Sum256(data)
+	for _, k := range keys {
+		switch k := k.(type) {
+		case *ecdsa.PublicKey:
+			if ecdsa.VerifyASN1(k, h[:], sig) {
+				return true
+			}
+		case ed25519.PublicKey:
+			if ed25519.Verify(k, data, sig) {
+				return true
+			}
+		case *rsa.PublicKey:
+			if rsa.VerifyPKCS1v15(k, crypto.SHA256, h[:], sig) == nil || rsa.VerifyPSS(k, crypto.SHA256, h[:], sig, nil) == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
