@@ -61,6 +61,9 @@ type Options struct {
 	// ImageKeysFor gives the keys an image rule's verify trusts (read by
 	// the caller); nil refuses rules that ask for verification.
 	ImageKeysFor func(config.ManifestSync, v1alpha1.ImageRule) (imagesig.Keys, error)
+	// ImagesVerified remembers the digests found signed across runs; nil
+	// checks every time.
+	ImagesVerified *imagesig.Verified
 	// Log receives debug records of the run's phases; the default
 	// discards them.
 	Log *slog.Logger

@@ -11,7 +11,6 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
-	"sluice.dev/sluice/internal/imagesig"
 	"sluice.dev/sluice/internal/pin"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/source"
@@ -557,7 +556,7 @@ func (r *runner) pinner(ms config.ManifestSync, commit string) *pin.Pinner {
 			if err != nil {
 				return err
 			}
-			return imagesig.VerifyCosign(ctx, reg, repo, digest, keys)
+			return r.o.ImagesVerified.Verify(ctx, reg, repo, digest, keys)
 		}
 	}
 	return p

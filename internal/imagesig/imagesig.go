@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"sluice.dev/sluice/internal/registry"
 )
@@ -75,6 +76,50 @@ func LoadKeys(files []string) (Keys, error) {
 		out = append(out, keys...)
 	}
 	return out, nil
+}
+
+// Verified remembers the digests found signed, by repository, digest and
+// keys, so that a check of a digest that did not move reads no signature
+// again. The caller owns it (a controller keeps one for its life); the
+// zero value is ready, and nil remembers nothing.
+type Verified struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (v *Verified) key(repo, digest string, keys Keys) string {
+	var b strings.Builder
+	b.WriteString(repo + "@" + digest)
+	for _, k := range keys {
+		der, _ := x509.MarshalPKIXPublicKey(k)
+		b.WriteString(" " + base64.StdEncoding.EncodeToString(der))
+	}
+	return b.String()
+}
+
+// Verify is VerifyCosign, answered from memory for a digest already found
+// signed by the same keys.
+func (v *Verified) Verify(ctx context.Context, reg *registry.Client, repo, digest string, keys Keys) error {
+	if v == nil {
+		return VerifyCosign(ctx, reg, repo, digest, keys)
+	}
+	k := v.key(repo, digest, keys)
+	v.mu.Lock()
+	ok := v.seen[k]
+	v.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := VerifyCosign(ctx, reg, repo, digest, keys); err != nil {
+		return err // not remembered: a signature pushed next is seen at once
+	}
+	v.mu.Lock()
+	if v.seen == nil || len(v.seen) > 100_000 {
+		v.seen = map[string]bool{}
+	}
+	v.seen[k] = true
+	v.mu.Unlock()
+	return nil
 }
 
 // payload is cosign's simple-signing payload.

@@ -53,3 +53,32 @@ func TestACosignSignatureOfATrustedKeyVerifies(t *testing.T) {
 		t.Error("no key: no error")
 	}
 }
+
+// A digest found signed is not read again; one not found signed is, so
+// that a signature pushed next counts at once.
+func TestVerifiedDigestsAreRemembered(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	c := registry.New()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	keys, _ := ParseKeys(testenv.CosignPublicKey(t, key))
+	ctx := context.Background()
+	repo := reg.Host + "/team/web"
+	d := reg.Push(t, "team/web:v1")
+	v := &Verified{}
+	if err := v.Verify(ctx, c, repo, d, keys); err == nil {
+		t.Fatal("an unsigned digest verified")
+	}
+	testenv.CosignSign(t, reg, "team/web", d, d, key)
+	if err := v.Verify(ctx, c, repo, d, keys); err != nil {
+		t.Fatalf("signed since: %v", err)
+	}
+	before := reg.Requests.Load()
+	if err := v.Verify(ctx, c, repo, d, keys); err != nil || reg.Requests.Load() != before {
+		t.Errorf("again: %v, %d requests", err, reg.Requests.Load()-before)
+	}
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	otherKeys, _ := ParseKeys(testenv.CosignPublicKey(t, other))
+	if err := v.Verify(ctx, c, repo, d, otherKeys); err == nil {
+		t.Error("remembered for other keys")
+	}
+}
