@@ -26,6 +26,11 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -35,6 +40,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"sluice.dev/sluice/internal/testenv"
 )
@@ -105,12 +112,22 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	}
 
 	reg := testenv.NewRegistry(tb)
+	// Every image signed as cosign signs, for (e).
+	cosignKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	push := func(repoTag string) {
+		d := reg.Push(tb, repoTag)
+		repo, _, _ := strings.Cut(repoTag, ":")
+		testenv.CosignSign(tb, reg, repo, d, d, cosignKey)
+	}
 	for i := 0; i < nBases; i++ {
-		reg.Push(tb, fmt.Sprintf("team/svc%02d:latest", i))
-		reg.Push(tb, fmt.Sprintf("team/svc%02d:dev", i))
+		push(fmt.Sprintf("team/svc%02d:latest", i))
+		push(fmt.Sprintf("team/svc%02d:dev", i))
 	}
 	for i := 0; i < nCharts; i++ {
-		reg.Push(tb, fmt.Sprintf("team/chart%02d:1.0.0", i))
+		push(fmt.Sprintf("team/chart%02d:1.0.0", i))
 	}
 	git := testenv.NewGitServer(tb)
 	srcURL := git.CreateRepo(tb, "monorepo")
@@ -120,12 +137,24 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	dstURL := git.CreateRepo(tb, "deploy")
 	dst2URL := git.CreateRepo(tb, "deploy-warm")
 	dst3URL := git.CreateRepo(tb, "deploy-in-process")
+	dst4URL := git.CreateRepo(tb, "deploy-verified")
 	syncs := filepath.Join(work, "syncs")
 	syncs2 := filepath.Join(work, "syncs-warm")
 	syncs3 := filepath.Join(work, "syncs-in-process")
 	writeSyncs(syncs, srcURL, dstURL, reg.Host, nOverlays, nCharts)
 	writeSyncs(syncs2, srcURL, dst2URL, reg.Host, nOverlays, nCharts)
 	writeSyncs(syncs3, srcURL, dst3URL, reg.Host, nOverlays, nCharts)
+	syncs4 := filepath.Join(work, "syncs-verified")
+	writeSyncsWith(syncs4, srcURL, dst4URL, reg.Host, nOverlays, nCharts, "    verify: {provider: cosign, secretRef: {name: cosign}}\n")
+	cosignPub := filepath.Join(work, "cosign.pub")
+	os.WriteFile(cosignPub, testenv.CosignPublicKey(tb, cosignKey), 0o644)
+	_, signPriv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKey(signPriv, "")
+	if err != nil {
+		return err
+	}
+	signingKey := filepath.Join(work, "signing-key")
+	os.WriteFile(signingKey, pem.EncodeToMemory(block), 0o600)
 	cache := filepath.Join(work, "cache")
 
 	phase := 0
@@ -160,6 +189,14 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	}
 	inProcess.note += "; renders in the hydrate process: what isolation costs is (a) less this"
 	ms = append(ms, inProcess)
+	// The cost of verification: (a') with every image's cosign signature
+	// checked before it is pinned and the commit signed.
+	verified, err := hydrate("(e) as (a'), every image verified (cosign) and the commit signed (SSH)", syncs4, "--render-isolation", "none", "--cosign-key", cosignPub, "--signing-key", signingKey)
+	if err != nil {
+		return err
+	}
+	verified.note += fmt.Sprintf("; %.2fx (a')'s wall, %.2fx its CPU", float64(verified.wall)/float64(inProcess.wall), float64(verified.cpu)/float64(inProcess.cpu))
+	ms = append(ms, verified)
 
 	// (b) the baseline: one kubectl kustomize per overlay, in sequence, on
 	// a checked-out tree (its clone not counted).

@@ -84,6 +84,12 @@ func patch(svc string, replicas int) string {
 // writeSyncs writes one ManifestSync per overlay and per chart, all into
 // one branch of dst.
 func writeSyncs(dir, src, dst, reg string, nOverlays, nCharts int) {
+	writeSyncsWith(dir, src, dst, reg, nOverlays, nCharts, "")
+}
+
+// writeSyncsWith writes the syncs with more of an image rule (rule: its
+// lines after the name).
+func writeSyncsWith(dir, src, dst, reg string, nOverlays, nCharts int, rule string) {
 	os.MkdirAll(dir, 0o755)
 	write := func(name, path, render string) {
 		y := fmt.Sprintf(`apiVersion: sluice.dev/v1alpha1
@@ -93,8 +99,8 @@ spec:
   source: {repo: %[2]s, ref: main, path: %[3]s}
 %[6]s  images:
   - name: %[4]s/team/*
-  destination: {repo: %[5]s, branch: env/bench, path: apps/%[1]s}
-`, name, src, path, reg, dst, render)
+%[7]s  destination: {repo: %[5]s, branch: env/bench, path: apps/%[1]s}
+`, name, src, path, reg, dst, render, rule)
 		os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(y), 0o644)
 	}
 	for o := 0; o < nOverlays; o++ {

@@ -140,6 +140,7 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	}
 	if cosignKeys != nil {
 		h.ImageKeysFor = func(config.ManifestSync, v1alpha1.ImageRule) (imagesig.Keys, error) { return cosignKeys, nil }
+		h.ImagesVerified = &imagesig.Verified{} // a digest many syncs pin is checked once per run
 	}
 	return cache, b, h, nil
 }
