@@ -104,6 +104,9 @@ type PinnedImage struct {
 	From   string `json:"from"`
 	Tag    string `json:"tag"`
 	Digest string `json:"digest"`
+	// Verified says whose signature was verified for Digest before it was
+	// pinned (the rule's verify): "cosign key of Secret ci-cosign-key".
+	Verified string `json:"verified,omitempty"`
 }
 
 // Ref is the pinned reference written into the manifests.

@@ -136,7 +136,7 @@ func TestAnImageIsPinnedOnlyWhenItsCosignSignatureVerifies(t *testing.T) {
 	testenv.CosignSign(t, e.reg, "team/app", digest, digest, key)
 	e.requestReconcile(sync, time.Now().Format(time.RFC3339Nano))
 	ms = e.ready("web", metav1.ConditionTrue, 30*time.Second)
-	if len(ms.Status.Images) != 1 || ms.Status.Images[0].Digest != digest {
-		t.Errorf("pinned %+v, want %s", ms.Status.Images, digest)
+	if len(ms.Status.Images) != 1 || ms.Status.Images[0].Digest != digest || ms.Status.Images[0].Verified != "cosign key of Secret cosign" {
+		t.Errorf("pinned %+v, want %s verified", ms.Status.Images, digest)
 	}
 }

@@ -139,6 +139,7 @@ func (p *Pinner) Resolve(ctx context.Context, from string, rule v1alpha1.ImageRu
 		if err := p.Verify(ctx, rule, ref.Repo, digest); err != nil {
 			return out, fmt.Errorf("image %s:%s (%s) is not pinned: %w", ref.Repo, tag, digest, err)
 		}
+		out.Verified = rule.Verify.Provider + " key of Secret " + rule.Verify.SecretRef.Name
 	}
 	out.Tag, out.Digest = tag, digest
 	return out, nil
