@@ -42,6 +42,10 @@ type Secrets struct {
 
 	mu   sync.Mutex
 	read map[client.ObjectKey]readSecret
+	// parsed are the keys made of Secrets, by what was made and the
+	// Secret's version: parsing a key (stretching an OpenPGP key's
+	// passphrase) once per version, not at every reconcile of every sync.
+	parsed map[string]any
 }
 
 type readSecret struct {
@@ -128,11 +132,40 @@ func (s *Secrets) Signer(ctx context.Context, namespace string, sg *v1alpha1.Sig
 	if len(key) == 0 {
 		return nil, fmt.Errorf("spec.destination.signing: Secret %s/%s holds no %s (an SSH private key) or git.asc (an armored OpenPGP private key)", namespace, sg.SecretRef.Name, keyIdentity)
 	}
-	signer, err := signing.Parse(key, sec.Data[keyPassphrase])
+	// "passphrase", as Flux's image-automation-controller names it; an
+	// SSH identity's may be under "password", as in git credentials.
+	passphrase := sec.Data["passphrase"]
+	if len(passphrase) == 0 {
+		passphrase = sec.Data[keyPassphrase]
+	}
+	signer, err := parsedOnce(s, "signer", sec, func() (signing.Signer, error) { return signing.Parse(key, passphrase) })
 	if err != nil {
 		return nil, fmt.Errorf("spec.destination.signing: Secret %s/%s key %s: %w", namespace, sg.SecretRef.Name, name, err)
 	}
 	return signer, nil
+}
+
+// parsedOnce returns what parse makes of a Secret, made once per version
+// of the Secret (failures are not remembered).
+func parsedOnce[T any](s *Secrets, what string, sec *corev1.Secret, parse func() (T, error)) (T, error) {
+	key := what + "/" + string(sec.UID) + "/" + sec.ResourceVersion
+	s.mu.Lock()
+	v, ok := s.parsed[key]
+	s.mu.Unlock()
+	if ok && sec.ResourceVersion != "" {
+		return v.(T), nil
+	}
+	out, err := parse()
+	if err != nil {
+		return out, err
+	}
+	s.mu.Lock()
+	if s.parsed == nil || len(s.parsed) > 10_000 {
+		s.parsed = map[string]any{}
+	}
+	s.parsed[key] = out
+	s.mu.Unlock()
+	return out, nil
 }
 
 // Verifier reads the trusted keys of spec.source.verify: every value of
@@ -146,7 +179,7 @@ func (s *Secrets) Verifier(ctx context.Context, namespace string, v *v1alpha1.Ve
 	if err != nil {
 		return nil, fmt.Errorf("spec.source.verify: %w", err)
 	}
-	ver, err := signing.ParseVerifier(sec.Data)
+	ver, err := parsedOnce(s, "verifier", sec, func() (*signing.Verifier, error) { return signing.ParseVerifier(sec.Data) })
 	if err != nil {
 		return nil, fmt.Errorf("spec.source.verify: Secret %s/%s: %w", namespace, v.SecretRef.Name, err)
 	}
@@ -169,7 +202,7 @@ func (s *Secrets) CosignKeys(ctx context.Context, namespace string, rules []v1al
 		if err != nil {
 			return nil, fmt.Errorf("spec.images[%d].verify: %w", i, err)
 		}
-		keys, err := imagesig.ParseKeys(sec.Data["cosign.pub"])
+		keys, err := parsedOnce(s, "cosign", sec, func() (imagesig.Keys, error) { return imagesig.ParseKeys(sec.Data["cosign.pub"]) })
 		if err != nil {
 			return nil, fmt.Errorf("spec.images[%d].verify: Secret %s/%s key cosign.pub: %w", i, namespace, name, err)
 		}

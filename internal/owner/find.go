@@ -68,26 +68,22 @@ func Resolve(ctx context.Context, c *cluster.Client, dir, repo, name string) (Ow
 		}
 		return f, nil
 	}
-	head, err := source.LocalHead(dir)
-	if err != nil {
+	t, ok := placeOf(dir)
+	if !ok {
 		return nil, nil // not in git: no source can be matched
 	}
 	if repo == "" {
-		repo = head.Remote
+		repo = t.head.Remote
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	rel, err := filepath.Rel(head.Root, abs)
-	if err != nil || repo == "" {
+	if repo == "" {
 		return nil, nil
 	}
-	f, err := FindFlux(ctx, c, repo, filepath.ToSlash(rel))
+	rel := t.rel
+	f, err := FindFlux(ctx, c, repo, rel)
 	if err != nil {
 		return nil, err
 	}
-	a, err := FindArgo(ctx, c, repo, filepath.ToSlash(rel), abs, head.Commit)
+	a, err := FindArgo(ctx, c, repo, rel, t.abs, t.head.Commit)
 	if err != nil {
 		return nil, err
 	}
@@ -110,17 +106,15 @@ func ReadArgo(ctx context.Context, c *cluster.Client, ref cluster.Ref, dir strin
 	if err := c.Kube().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
 		return nil, fmt.Errorf("reading Application %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	rel, commit := ".", ""
-	if head, err := source.LocalHead(abs); err == nil {
-		if r, err := filepath.Rel(head.Root, abs); err == nil {
-			rel = filepath.ToSlash(r)
+	t, ok := placeOf(dir)
+	if !ok {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, err
 		}
-		commit = head.Commit
+		t = place{abs: abs, rel: "."}
 	}
+	rel, commit, abs := t.rel, t.head.Commit, t.abs
 	sources := argoSources(u)
 	i := slices.IndexFunc(sources, func(s argoSourceRef) bool { return s.path == rel })
 	if i < 0 {
@@ -208,26 +202,14 @@ func FindArgo(ctx context.Context, c *cluster.Client, repoURL, rel, dir, commit 
 // trailing slash, the host without case). It returns nil when none
 // does; an error naming them when several do.
 func FindFlux(ctx context.Context, c *cluster.Client, repoURL, rel string) (*Flux, error) {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(FluxKustomizationKind.GroupVersion().WithKind("KustomizationList"))
-	if err := c.Kube().List(ctx, l); err != nil {
-		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			return nil, nil // no Flux here, or none this person may see
-		}
-		return nil, fmt.Errorf("listing Flux Kustomizations: %w", err)
+	candidates, err := fluxAt(ctx, c, rel)
+	if err != nil {
+		return nil, err
 	}
 	want := repoKey(repoURL)
-	rel = path.Clean(rel)
 	urls := map[string]string{}
 	var found []*Flux
-	for i := range l.Items {
-		f, err := fluxOf(&l.Items[i], c.Kube())
-		if err != nil {
-			continue
-		}
-		if path.Clean(strings.TrimPrefix(f.spec.Path, "/")) != rel && !(rel == "." && f.spec.Path == "") {
-			continue
-		}
+	for _, f := range candidates {
 		src := f.spec.SourceRef
 		if src.Kind != "GitRepository" {
 			continue
@@ -259,6 +241,55 @@ func FindFlux(ctx context.Context, c *cluster.Client, repoURL, rel string) (*Flu
 	return nil, fmt.Errorf("several Flux Kustomizations apply %s of %s (%s): name one with --as-owner NAMESPACE/NAME", rel, source.Redact(repoURL), strings.Join(names, ", "))
 }
 
+// fluxAt lists the Flux Kustomizations whose spec.path is rel (none
+// where the cluster has no Flux, or the person may not list them).
+func fluxAt(ctx context.Context, c *cluster.Client, rel string) ([]*Flux, error) {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(FluxKustomizationKind.GroupVersion().WithKind("KustomizationList"))
+	if err := c.Kube().List(ctx, l); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing Flux Kustomizations: %w", err)
+	}
+	rel = path.Clean(rel)
+	var out []*Flux
+	for i := range l.Items {
+		f, err := fluxOf(&l.Items[i], c.Kube())
+		if err != nil {
+			continue
+		}
+		if path.Clean(strings.TrimPrefix(f.spec.Path, "/")) == rel || rel == "." && f.spec.Path == "" {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// place is a folder's place in its git working tree.
+type place struct {
+	head source.Head
+	abs  string
+	rel  string // slash-separated, from the tree's top
+}
+
+// placeOf finds the git working tree holding dir; false outside git.
+func placeOf(dir string) (place, bool) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return place{}, false
+	}
+	head, err := source.LocalHead(abs)
+	if err != nil {
+		return place{}, false
+	}
+	rel, err := filepath.Rel(head.Root, abs)
+	if err != nil {
+		return place{}, false
+	}
+	return place{head: head, abs: abs, rel: filepath.ToSlash(rel)}, true
+}
+
 // repoKey is a repository URL reduced to what names the repository:
 // "host/org/repo" from https://user@Host/org/repo.git,
 // ssh://git@host/org/repo or git@host:org/repo.
@@ -283,15 +314,29 @@ func repoKey(u string) string {
 	return host + "/" + strings.TrimSuffix(strings.Trim(p.Path, "/"), ".git")
 }
 
-// FromLabels finds the Flux Kustomization that applied the live
-// counterparts of objects (namespaced ones without a namespace looked
-// up in namespace), by the owner labels kustomize-controller sets on
-// what it applies: when they all name one, and its spec.path is rel
-// (the folder's path in its repository), it is the folder's owner. It
-// returns nil otherwise.
-func FromLabels(ctx context.Context, c *cluster.Client, objects []*unstructured.Unstructured, namespace, rel string) (Owner, error) {
+// FromLabels finds the Flux Kustomization of a folder whose working
+// tree's remote is not its source's URL (a fork, a mirror): one whose
+// spec.path is the folder's, and whose owner labels (kustomize-controller
+// sets them on what it applies) are on the live counterparts of the
+// folder's objects (namespaced ones without a namespace looked up in
+// namespace). objects renders the folder; it is called only when a
+// Kustomization has the folder's path, rendering being the costly part.
+// It returns nil when none is found.
+func FromLabels(ctx context.Context, c *cluster.Client, dir, namespace string, objects func() ([]*unstructured.Unstructured, error)) (Owner, error) {
+	t, ok := placeOf(dir)
+	if !ok {
+		return nil, nil
+	}
+	candidates, err := fluxAt(ctx, c, t.rel)
+	if err != nil || len(candidates) == 0 {
+		return nil, err
+	}
+	objs, err := objects()
+	if err != nil {
+		return nil, nil // the session's first iteration reports it
+	}
 	var ref *cluster.Ref
-	for _, o := range objects {
+	for _, o := range objs {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(o.GroupVersionKind())
 		key := client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}
@@ -316,17 +361,12 @@ func FromLabels(ctx context.Context, c *cluster.Client, objects []*unstructured.
 	if ref == nil {
 		return nil, nil
 	}
-	f, err := ReadFlux(ctx, c, *ref)
-	if err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			return nil, nil
+	for _, f := range candidates {
+		if f.Ref.Namespace == ref.Namespace && f.Ref.Name == ref.Name {
+			return f, nil
 		}
-		return nil, err
 	}
-	if path.Clean(strings.TrimPrefix(f.spec.Path, "/")) != path.Clean(rel) {
-		return nil, nil // it applies another folder, of which this may be a part
-	}
-	return f, nil
+	return nil, nil // it applies another folder, of which this may be a part
 }
 
 // Render renders dir as the owner name names (see Resolve; "auto" finds
@@ -352,8 +392,6 @@ func Render(ctx context.Context, c *cluster.Client, dir, name string, o render.O
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := MaskDecrypted(nodes, own.Last()); err != nil {
-		return nil, nil, err
-	}
+	MaskDecrypted(nodes, own.Last())
 	return &render.Result{Renderer: res.Renderer, Objects: nodes, Inputs: res.Inputs}, own, nil
 }

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -217,7 +216,7 @@ const Masked = "**SOPS**"
 // MaskDecrypted replaces, in objects an owner rendered, the values of
 // the Secrets it decrypted (rep.Decrypted) with Masked, as `flux build`
 // does: decrypted data is applied, never printed.
-func MaskDecrypted(objects []*yaml.RNode, rep Report) error {
+func MaskDecrypted(objects []*yaml.RNode, rep Report) {
 	for _, o := range objects {
 		id := strings.Trim(o.GetNamespace()+"/"+o.GetName(), "/")
 		if o.GetKind() != "Secret" || !slices.Contains(rep.Decrypted, id) {
@@ -238,7 +237,6 @@ func MaskDecrypted(objects []*yaml.RNode, rep Report) error {
 			}
 		}
 	}
-	return nil
 }
 
 // Options sets a render's options to build a folder as kustomize-controller
@@ -262,17 +260,17 @@ func (f *Flux) settings() []string {
 	if s.NameSuffix != "" {
 		out = append(out, "nameSuffix "+s.NameSuffix)
 	}
-	count := func(n int, what string) {
-		if n > 0 {
-			out = append(out, fmt.Sprintf("%d %s%s", n, what, plural(n)))
+	count := func(n int, one, many string) {
+		switch {
+		case n == 1:
+			out = append(out, "1 "+one)
+		case n > 1:
+			out = append(out, fmt.Sprintf("%d %s", n, many))
 		}
 	}
-	count(len(s.Patches), "patch")
-	if n := len(s.Patches); n > 1 {
-		out[len(out)-1] = fmt.Sprintf("%d patches", n)
-	}
-	count(len(s.Images), "image")
-	count(len(s.Components), "component")
+	count(len(s.Patches), "patch", "patches")
+	count(len(s.Images), "image", "images")
+	count(len(s.Components), "component", "components")
 	if m := s.CommonMetadata; m != nil && len(m.Labels)+len(m.Annotations) > 0 {
 		out = append(out, "commonMetadata")
 	}
@@ -397,8 +395,10 @@ func scanManifests(fsys source.FS, dir string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if err := kubernetesYAML(data); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
+		// The file must hold Kubernetes objects, as kustomize-controller
+		// checks each file it lists (the error names file and document).
+		if _, err := render.ParseObjects(p, data); err != nil {
+			return err
 		}
 		out = append(out, r)
 		return nil
@@ -486,21 +486,6 @@ func (f *Flux) postBuild(ctx context.Context, objects []*yaml.RNode) ([]*yaml.RN
 	f.last = rep
 	f.mu.Unlock()
 	return out, nil
-}
-
-// kubernetesYAML checks that a file holds Kubernetes objects, as
-// kustomize-controller checks each file it lists.
-func kubernetesYAML(data []byte) error {
-	nodes, err := kio.FromBytes(data)
-	if err != nil {
-		return fmt.Errorf("not YAML: %w", err)
-	}
-	for i, n := range nodes {
-		if n.GetKind() == "" || n.GetApiVersion() == "" {
-			return fmt.Errorf("document %d: not a Kubernetes object (no apiVersion or kind)", i+1)
-		}
-	}
-	return nil
 }
 
 // normalize makes an object what kustomize-controller applies of it: a

@@ -247,27 +247,21 @@ func Run(ctx context.Context, c *cluster.Client, o RunOptions) (*Outcome, error)
 // a mirror). Nil when there is none, or on any error: the session then
 // renders the folder as it is, as before.
 func ownerByLabels(ctx context.Context, c *cluster.Client, dir string, o RunOptions) owner.Owner {
-	head, err := source.LocalHead(dir)
-	if err != nil {
-		return nil
-	}
-	rel, err := filepath.Rel(head.Root, dir)
-	if err != nil {
-		return nil
-	}
-	r, err := deploy.Render(ctx, dir, o.Render)
-	if err != nil {
-		return nil
-	}
-	objs := make([]*unstructured.Unstructured, len(r.Objects))
-	for i, obj := range r.Objects {
-		objs[i] = obj.Unstructured
-	}
 	ns := o.Session.Namespace
 	if ns == "" {
 		ns = c.Namespace
 	}
-	own, _ := owner.FromLabels(ctx, c, objs, ns, filepath.ToSlash(rel))
+	own, _ := owner.FromLabels(ctx, c, dir, ns, func() ([]*unstructured.Unstructured, error) {
+		r, err := deploy.Render(ctx, dir, o.Render)
+		if err != nil {
+			return nil, err
+		}
+		objs := make([]*unstructured.Unstructured, len(r.Objects))
+		for i, obj := range r.Objects {
+			objs[i] = obj.Unstructured
+		}
+		return objs, nil
+	})
 	return own
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -34,7 +35,7 @@ type allowedSigner struct {
 // KEY") or authorized keys; name says where each came from, for errors.
 func ParseVerifier(keys map[string][]byte) (*Verifier, error) {
 	v := &Verifier{}
-	for _, name := range sortedKeys(keys) {
+	for _, name := range slices.Sorted(maps.Keys(keys)) {
 		data := keys[name]
 		if bytes.Contains(data, []byte("-----BEGIN PGP PUBLIC KEY BLOCK-----")) {
 			ring, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(data))
@@ -62,15 +63,6 @@ func ParseVerifier(keys map[string][]byte) (*Verifier, error) {
 		return nil, errors.New("no key: give armored OpenPGP public keys or SSH allowed signers")
 	}
 	return v, nil
-}
-
-func sortedKeys(m map[string][]byte) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // parseAllowedSigner reads an allowed-signers line, or an authorized_keys
@@ -114,8 +106,8 @@ func (v *Verifier) verifyOpenPGP(payload []byte, signature string) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("its OpenPGP signature does not verify with the trusted keys: %w", err)
 	}
-	for name := range e.Identities {
-		return fmt.Sprintf("%s (OpenPGP %X)", name, e.PrimaryKey.Fingerprint), nil
+	if id := e.PrimaryIdentity(); id != nil {
+		return fmt.Sprintf("%s (OpenPGP %X)", id.Name, e.PrimaryKey.Fingerprint), nil
 	}
 	return fmt.Sprintf("OpenPGP %X", e.PrimaryKey.Fingerprint), nil
 }
