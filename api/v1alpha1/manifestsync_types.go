@@ -213,8 +213,43 @@ type ImageVerify struct {
 	// +kubebuilder:validation:Enum=cosign
 	Provider string `json:"provider"`
 	// SecretRef names a Secret holding the trusted public key under
-	// cosign.pub (as `cosign generate-key-pair` writes it).
-	SecretRef SecretRef `json:"secretRef"`
+	// cosign.pub (as `cosign generate-key-pair` writes it). One of
+	// secretRef and keyless.
+	// +optional
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
+	// Keyless trusts signatures made without a key (`cosign sign` with
+	// an OIDC identity): the signing certificate must be issued by a
+	// trusted Fulcio to the identity given, and the Rekor bundle attached
+	// to the signature must verify (offline).
+	// +optional
+	Keyless *Keyless `json:"keyless,omitempty"`
+}
+
+// Keyless is the identity a keyless signature must come from, as cosign
+// verify's --certificate-oidc-issuer(-regexp) and
+// --certificate-identity(-regexp) take it. Regular expressions match
+// whole values.
+type Keyless struct {
+	// Issuer is the OIDC issuer that vouched for the signer, such as
+	// https://token.actions.githubusercontent.com.
+	// +optional
+	Issuer string `json:"issuer,omitempty"`
+	// IssuerRegExp matches the issuer instead.
+	// +optional
+	IssuerRegExp string `json:"issuerRegExp,omitempty"`
+	// Subject is the signer's identity in the certificate: an e-mail
+	// address, or a URI such as a CI workflow's
+	// (https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main).
+	// +optional
+	Subject string `json:"subject,omitempty"`
+	// SubjectRegExp matches the identity instead.
+	// +optional
+	SubjectRegExp string `json:"subjectRegExp,omitempty"`
+	// TrustedRootRef names a Secret holding trusted_root.json, the
+	// Sigstore trusted root of a private Fulcio and Rekor; Sigstore's
+	// public instance when unset.
+	// +optional
+	TrustedRootRef *SecretRef `json:"trustedRootRef,omitempty"`
 }
 
 // Layout values.

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"text/template"
 
@@ -124,6 +125,9 @@ func (r ImageRule) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("strategy"), r.Strategy,
 			[]ImageStrategy{StrategyMutableTag, StrategySourceCommit, StrategySemver}))
 	}
+	if r.Verify != nil {
+		errs = append(errs, r.Verify.validate(p.Child("verify"))...)
+	}
 	if r.Tag != "" && r.Strategy != StrategyMutableTag {
 		errs = append(errs, field.Forbidden(p.Child("tag"), "only the mutableTag strategy takes a tag"))
 	}
@@ -242,6 +246,55 @@ func validatePullRequest(d Destination, p *field.Path) field.ErrorList {
 		}
 		if _, err := template.New(name).Option("missingkey=error").Parse(tmpl); err != nil {
 			errs = append(errs, field.Invalid(p.Child(name), tmpl, err.Error()))
+		}
+	}
+	return errs
+}
+
+// Key says what a rule's verification is read and remembered under:
+// rules with equal keys trust the same signatures.
+func (v *ImageVerify) Key() string {
+	if v.Keyless != nil {
+		k := v.Keyless
+		root := ""
+		if k.TrustedRootRef != nil {
+			root = k.TrustedRootRef.Name
+		}
+		return fmt.Sprintf("keyless %q %q %q %q %q", k.Issuer, k.IssuerRegExp, k.Subject, k.SubjectRegExp, root)
+	}
+	if v.SecretRef != nil {
+		return "key " + v.SecretRef.Name
+	}
+	return ""
+}
+
+func (v *ImageVerify) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if v.Provider != "cosign" {
+		errs = append(errs, field.NotSupported(p.Child("provider"), v.Provider, []string{"cosign"}))
+	}
+	switch {
+	case v.SecretRef == nil && v.Keyless == nil:
+		errs = append(errs, field.Required(p, "secretRef (a Secret with cosign.pub) or keyless (the identity that signs)"))
+	case v.SecretRef != nil && v.Keyless != nil:
+		errs = append(errs, field.Forbidden(p.Child("keyless"), "one of secretRef and keyless: a signature is made with a key or keylessly"))
+	case v.SecretRef != nil && v.SecretRef.Name == "":
+		errs = append(errs, field.Required(p.Child("secretRef", "name"), "the Secret holding cosign.pub"))
+	case v.Keyless != nil:
+		k, kp := v.Keyless, p.Child("keyless")
+		if (k.Issuer == "") == (k.IssuerRegExp == "") {
+			errs = append(errs, field.Required(kp.Child("issuer"), "the OIDC issuer, exactly (issuer) or as a regular expression (issuerRegExp), one of them"))
+		}
+		if (k.Subject == "") == (k.SubjectRegExp == "") {
+			errs = append(errs, field.Required(kp.Child("subject"), "the signer's identity, exactly (subject) or as a regular expression (subjectRegExp), one of them"))
+		}
+		for _, re := range []struct{ name, expr string }{{"issuerRegExp", k.IssuerRegExp}, {"subjectRegExp", k.SubjectRegExp}} {
+			if _, err := regexp.Compile(re.expr); err != nil {
+				errs = append(errs, field.Invalid(kp.Child(re.name), re.expr, err.Error()))
+			}
+		}
+		if k.TrustedRootRef != nil && k.TrustedRootRef.Name == "" {
+			errs = append(errs, field.Required(kp.Child("trustedRootRef", "name"), "the Secret holding trusted_root.json"))
 		}
 	}
 	return errs

@@ -105,7 +105,8 @@ type PinnedImage struct {
 	Tag    string `json:"tag"`
 	Digest string `json:"digest"`
 	// Verified says whose signature was verified for Digest before it was
-	// pinned (the rule's verify): "cosign key of Secret ci-cosign-key".
+	// pinned (the rule's verify): "cosign key of Secret ci-cosign-key", or
+	// "cosign keyless, <identity> (issuer <OIDC issuer>)".
 	Verified string `json:"verified,omitempty"`
 }
 

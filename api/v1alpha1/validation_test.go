@@ -68,3 +68,36 @@ func TestPullRequestModeNeedsAForgeAndValidTemplates(t *testing.T) {
 		})
 	}
 }
+
+func TestImageVerifyNeedsAKeyOrAnIdentity(t *testing.T) {
+	key := &SecretRef{Name: "cosign"}
+	for _, c := range []struct {
+		name string
+		v    ImageVerify
+		want string // "" when valid
+	}{
+		{"a key", ImageVerify{Provider: "cosign", SecretRef: key}, ""},
+		{"keyless", ImageVerify{Provider: "cosign", Keyless: &Keyless{Issuer: "https://token.actions.githubusercontent.com", Subject: "https://github.com/a/b/.github/workflows/r.yml@refs/heads/main"}}, ""},
+		{"keyless by expressions", ImageVerify{Provider: "cosign", Keyless: &Keyless{IssuerRegExp: "https://.*", SubjectRegExp: ".*@example\\.com", TrustedRootRef: &SecretRef{Name: "root"}}}, ""},
+		{"neither", ImageVerify{Provider: "cosign"}, "spec.images[0].verify: Required"},
+		{"both", ImageVerify{Provider: "cosign", SecretRef: key, Keyless: &Keyless{Issuer: "i", Subject: "s"}}, "spec.images[0].verify.keyless: Forbidden"},
+		{"no issuer", ImageVerify{Provider: "cosign", Keyless: &Keyless{Subject: "s"}}, "spec.images[0].verify.keyless.issuer: Required"},
+		{"two subjects", ImageVerify{Provider: "cosign", Keyless: &Keyless{Issuer: "i", Subject: "s", SubjectRegExp: "s"}}, "spec.images[0].verify.keyless.subject: Required"},
+		{"a bad expression", ImageVerify{Provider: "cosign", Keyless: &Keyless{Issuer: "i", SubjectRegExp: "("}}, "spec.images[0].verify.keyless.subjectRegExp: Invalid"},
+		{"another provider", ImageVerify{Provider: "notation", SecretRef: key}, "spec.images[0].verify.provider: Unsupported"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := ImageRule{Name: "registry.example.com/web", Strategy: StrategyMutableTag, Verify: &c.v}
+			errs := r.validate(field.NewPath("spec", "images").Index(0))
+			got := errs.ToAggregate()
+			if (got == nil) != (c.want == "") || got != nil && !strings.Contains(got.Error(), c.want) {
+				t.Errorf("got %v, want %q", got, c.want)
+			}
+		})
+	}
+	a := ImageVerify{Keyless: &Keyless{Issuer: "i", Subject: "s"}}
+	b := ImageVerify{Keyless: &Keyless{Issuer: "i", SubjectRegExp: "s"}}
+	if a.Key() == b.Key() || a.Key() == (&ImageVerify{SecretRef: key}).Key() {
+		t.Error("different trust under one key")
+	}
+}

@@ -38,6 +38,7 @@ type engineFlags struct {
 	signingKey    string
 	trustedKeys   []string
 	cosignKeys    []string
+	trustedRoot   string
 }
 
 func (e *engineFlags) add(fl *pflag.FlagSet) {
@@ -51,7 +52,8 @@ func (e *engineFlags) add(fl *pflag.FlagSet) {
 func (e *engineFlags) addSigning(fl *pflag.FlagSet) {
 	fl.StringVar(&e.signingKey, "signing-key", "", "sign every commit with this SSH or OpenPGP private key (default: the key in $SLUICE_SIGNING_KEY, if any; its passphrase in $SLUICE_SIGNING_PASSPHRASE)")
 	fl.StringArrayVar(&e.trustedKeys, "trusted-keys", nil, "a file of trusted keys (armored OpenPGP public keys, or SSH allowed signers) that sources with spec.source.verify must be signed by (repeatable)")
-	fl.StringArrayVar(&e.cosignKeys, "cosign-key", nil, "a cosign public key (cosign.pub) that images whose rule has verify must be signed by (repeatable)")
+	fl.StringArrayVar(&e.cosignKeys, "cosign-key", nil, "a cosign public key (cosign.pub) that images whose rule has verify.secretRef must be signed by (repeatable)")
+	fl.StringVar(&e.trustedRoot, "trusted-root", "", "the Sigstore trusted_root.json that keyless signatures (verify.keyless) are checked against (default: Sigstore's public instance)")
 }
 
 // addCache adds the flags of the caches and registries, and the limits.
@@ -138,10 +140,18 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	if verifier != nil {
 		h.VerifierFor = func(config.ManifestSync) (*signing.Verifier, error) { return verifier, nil }
 	}
-	if cosignKeys != nil {
-		h.ImageKeysFor = func(config.ManifestSync, v1alpha1.ImageRule) (imagesig.Keys, error) { return cosignKeys, nil }
-		h.ImagesVerified = &imagesig.Verified{} // a digest many syncs pin is checked once per run
+	root, err := imagesig.LoadTrustedRoot(e.trustedRoot)
+	if err != nil {
+		return nil, nil, hydrate.Options{}, err
 	}
+	h.ImagePolicyFor = func(_ config.ManifestSync, rule v1alpha1.ImageRule) (*imagesig.Policy, error) {
+		pol, err := imagesig.PolicyFor(rule.Verify, cosignKeys, root)
+		if err != nil && rule.Verify.Keyless == nil {
+			return nil, fmt.Errorf("%w: give its public key with --cosign-key", err)
+		}
+		return pol, err
+	}
+	h.ImagesVerified = &imagesig.Verified{} // a digest many syncs pin is checked once per run
 	return cache, b, h, nil
 }
 

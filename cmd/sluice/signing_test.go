@@ -140,3 +140,52 @@ func TestAProtectedBranchThatRequiresSignedCommitsTakesSignedHydrations(t *testi
 		t.Errorf("the signed hydration %s: verified %v (%s)", head, commit.Commit.Verification.Verified, commit.Commit.Verification.Reason)
 	}
 }
+
+// `sluice hydrate --trusted-root` checks keyless signatures of the images
+// whose rule has verify.keyless: the identity comes from the rule, the
+// trusted root from the flag (Sigstore's public instance without it).
+func TestHydrateVerifiesKeylessImageSignatures(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	digest := reg.Push(t, "team/web:v1")
+	srv := testenv.NewGitServer(t)
+	app := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, app)
+	w.Write(map[string]string{
+		"k/kustomization.yaml": "resources: [deploy.yaml]\n",
+		"k/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: " + reg.Host + "/team/web:v1}]\n",
+	}).Commit("init")
+	w.Push("main")
+	dst := srv.CreateRepo(t, "deploy")
+	syncs := t.TempDir()
+	const workflow = "https://github.com/team/web/.github/workflows/release.yml@refs/heads/main"
+	os.WriteFile(filepath.Join(syncs, "web.yaml"), []byte("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: web}\nspec:\n  source: {repo: "+app+", path: k}\n  destination: {repo: "+dst+", branch: env/dev, path: apps/web}\n"+
+		"  images:\n  - name: "+reg.Host+"/team/web\n    verify: {provider: cosign, keyless: {issuer: https://token.actions.githubusercontent.com, subject: \""+workflow+"\"}}\n"), 0o644)
+	ss := testenv.NewSigstore(t)
+	ss.Sign(t, reg, "team/web", digest, testenv.Keyless{Issuer: "https://token.actions.githubusercontent.com", Subject: workflow})
+	root := filepath.Join(t.TempDir(), "trusted_root.json")
+	os.WriteFile(root, ss.TrustedRoot(t), 0o644)
+	cache := t.TempDir()
+
+	_, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", cache)
+	if code == 0 || !strings.Contains(stderr, "is not pinned: no cosign signature by "+workflow) || !strings.Contains(stderr, "which the trusted root does not list") {
+		t.Fatalf("a private instance's signature under the public root: exit %d\n%s", code, stderr)
+	}
+	out, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", cache, "--trusted-root", root, "-o", "json")
+	if code != 0 {
+		t.Fatalf("hydrate --trusted-root: exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(out, `"committed"`) {
+		t.Errorf("hydrate --trusted-root: %s", out)
+	}
+	clone := t.TempDir()
+	testenv.Git(t, clone, "clone", "-q", "--branch", "env/dev", srv.URL("deploy"), ".")
+	deploy, _ := os.ReadFile(filepath.Join(clone, "apps/web/deployment-web.yaml"))
+	prov, _ := os.ReadFile(filepath.Join(clone, "apps/web/.sluice.yaml"))
+	if !strings.Contains(string(deploy), "@"+digest) || !strings.Contains(string(prov), "verified: cosign keyless, "+workflow) {
+		t.Errorf("pinned:\n%s\nprovenance:\n%s", deploy, prov)
+	}
+
+	if _, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", cache, "--trusted-root", syncs); code != 2 || !strings.Contains(stderr, "--trusted-root") {
+		t.Errorf("a trusted root that is not one: exit %d\n%s", code, stderr)
+	}
+}

@@ -27,7 +27,7 @@ type job struct {
 	// verifier checks its source's signatures (spec.source.verify).
 	verifier *signing.Verifier
 	// imageKeys are the keys its image rules' verify trust, by Secret.
-	imageKeys map[string]imagesig.Keys
+	imagePolicies map[string]*imagesig.Policy
 	// notBefore, when set, asks for what the remotes hold since then.
 	notBefore time.Time
 	done      chan batchResult
@@ -151,11 +151,11 @@ func (b *batcher) hydrate(jobs []*job) {
 	o.RegistryFor = func(ms config.ManifestSync) *registry.Client { return by[ms.ManifestSync].reg.reg }
 	o.SignerFor = func(ms config.ManifestSync) signing.Signer { return by[ms.ManifestSync].signer }
 	o.VerifierFor = func(ms config.ManifestSync) (*signing.Verifier, error) { return by[ms.ManifestSync].verifier, nil }
-	o.ImageKeysFor = func(ms config.ManifestSync, rule v1alpha1.ImageRule) (imagesig.Keys, error) {
-		if keys := by[ms.ManifestSync].imageKeys[rule.Verify.SecretRef.Name]; keys != nil {
-			return keys, nil
+	o.ImagePolicyFor = func(ms config.ManifestSync, rule v1alpha1.ImageRule) (*imagesig.Policy, error) {
+		if pol := by[ms.ManifestSync].imagePolicies[rule.Verify.Key()]; pol != nil {
+			return pol, nil
 		}
-		return nil, fmt.Errorf("verify: Secret %s was not read", rule.Verify.SecretRef.Name)
+		return nil, fmt.Errorf("verify: %s was not read", rule.Verify.Key())
 	}
 	o.ChartsFor = func(ms config.ManifestSync) *render.Charts { return by[ms.ManifestSync].reg.charts }
 	o.SyncContext = func(ctx context.Context, ms config.ManifestSync) context.Context {

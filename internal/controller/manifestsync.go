@@ -129,7 +129,7 @@ func (r *ManifestSyncReconciler) credentials(ctx context.Context, obj *v1alpha1.
 	if j.verifier, err = r.secrets.Verifier(ctx, obj.Namespace, spec.Source.Verify); err != nil {
 		return hydrate.Result{}, &hydrate.VerificationError{What: "its trusted keys", Err: err}
 	}
-	if j.imageKeys, err = r.secrets.CosignKeys(ctx, obj.Namespace, spec.Images); err != nil {
+	if j.imagePolicies, err = r.secrets.ImagePolicies(ctx, obj.Namespace, spec.Images); err != nil {
 		return hydrate.Result{}, err
 	}
 	kc, id, err := r.secrets.Registry(ctx, obj.Namespace, spec.RegistrySecretRef)

@@ -140,3 +140,41 @@ func TestAnImageIsPinnedOnlyWhenItsCosignSignatureVerifies(t *testing.T) {
 		t.Errorf("pinned %+v, want %s verified", ms.Status.Images, digest)
 	}
 }
+
+// images[].verify.keyless: a digest is pinned only when a keyless cosign
+// signature verifies under the trusted root of a Secret (a private
+// Sigstore) and was made by the workflow trusted.
+func TestAnImageIsPinnedOnlyWhenAKeylessSignatureOfTheTrustedIdentityVerifies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	ss := testenv.NewSigstore(t)
+	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sigstore", Namespace: e.ns},
+		Data: map[string][]byte{"trusted_root.json": ss.TrustedRoot(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		issuer   = "https://token.actions.githubusercontent.com"
+		workflow = "https://github.com/team/app/.github/workflows/release.yml@refs/heads/main"
+	)
+	digest, err := registry.New().Digest(context.Background(), e.reg.Host+"/team/app:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss.Sign(t, e.reg, "team/app", digest, testenv.Keyless{Issuer: issuer, Subject: "https://github.com/fork/app/.github/workflows/release.yml@refs/heads/main"})
+	sync := e.apply(strings.Replace(webSync, "images: [{name: REG/team/app}]",
+		`images: [{name: REG/team/app, verify: {provider: cosign, keyless: {issuer: "`+issuer+`", subjectRegExp: "https://github\\.com/team/app/.*", trustedRootRef: {name: sigstore}}}}]`, 1))
+	ms := e.ready("web", metav1.ConditionFalse, 30*time.Second)
+	c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+	if !strings.Contains(c.Message, "is not pinned: no cosign signature by /https://github\\.com/team/app/.*/") ||
+		!strings.Contains(c.Message, "one by https://github.com/fork/app/") || e.tip("env/dev") != "" {
+		t.Fatalf("an image signed by a fork's workflow: %s (destination %q)", c.Message, e.tip("env/dev"))
+	}
+	ss.Sign(t, e.reg, "team/app", digest, testenv.Keyless{Issuer: issuer, Subject: workflow})
+	e.requestReconcile(sync, time.Now().Format(time.RFC3339Nano))
+	ms = e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	want := "cosign keyless, " + workflow + " (issuer " + issuer + ")"
+	if len(ms.Status.Images) != 1 || ms.Status.Images[0].Digest != digest || ms.Status.Images[0].Verified != want {
+		t.Errorf("pinned %+v, want %s verified by %s", ms.Status.Images, digest, want)
+	}
+}

@@ -186,30 +186,51 @@ func (s *Secrets) Verifier(ctx context.Context, namespace string, v *v1alpha1.Ve
 	return ver, nil
 }
 
-// CosignKeys reads the trusted keys of the image rules that ask for
-// verification: cosign.pub of each Secret named, by the Secret's name.
-func (s *Secrets) CosignKeys(ctx context.Context, namespace string, rules []v1alpha1.ImageRule) (map[string]imagesig.Keys, error) {
-	var out map[string]imagesig.Keys
+// ImagePolicies reads what the image rules that ask for verification
+// trust, by ImageVerify.Key: the key cosign.pub of a Secret, or a
+// keyless identity under the trusted_root.json of a Secret (Sigstore's
+// public instance when none is named).
+func (s *Secrets) ImagePolicies(ctx context.Context, namespace string, rules []v1alpha1.ImageRule) (map[string]*imagesig.Policy, error) {
+	var out map[string]*imagesig.Policy
 	for i, r := range rules {
-		if r.Verify == nil {
+		v := r.Verify
+		if v == nil {
 			continue
 		}
-		name := r.Verify.SecretRef.Name
-		if _, ok := out[name]; ok {
+		if _, ok := out[v.Key()]; ok {
 			continue
 		}
-		sec, err := s.Get(ctx, namespace, &r.Verify.SecretRef)
+		var keys imagesig.Keys
+		var root *imagesig.TrustedRoot
+		switch {
+		case v.Keyless != nil && v.Keyless.TrustedRootRef != nil:
+			ref := v.Keyless.TrustedRootRef
+			sec, err := s.Get(ctx, namespace, ref)
+			if err != nil {
+				return nil, fmt.Errorf("spec.images[%d].verify.keyless.trustedRootRef: %w", i, err)
+			}
+			if root, err = parsedOnce(s, "trusted_root", sec, func() (*imagesig.TrustedRoot, error) {
+				return imagesig.ParseTrustedRoot(sec.Data["trusted_root.json"])
+			}); err != nil {
+				return nil, fmt.Errorf("spec.images[%d].verify.keyless.trustedRootRef: Secret %s/%s key trusted_root.json: %w", i, namespace, ref.Name, err)
+			}
+		case v.Keyless == nil && v.SecretRef != nil:
+			sec, err := s.Get(ctx, namespace, v.SecretRef)
+			if err != nil {
+				return nil, fmt.Errorf("spec.images[%d].verify: %w", i, err)
+			}
+			if keys, err = parsedOnce(s, "cosign", sec, func() (imagesig.Keys, error) { return imagesig.ParseKeys(sec.Data["cosign.pub"]) }); err != nil {
+				return nil, fmt.Errorf("spec.images[%d].verify: Secret %s/%s key cosign.pub: %w", i, namespace, v.SecretRef.Name, err)
+			}
+		}
+		pol, err := imagesig.PolicyFor(v, keys, root)
 		if err != nil {
 			return nil, fmt.Errorf("spec.images[%d].verify: %w", i, err)
 		}
-		keys, err := parsedOnce(s, "cosign", sec, func() (imagesig.Keys, error) { return imagesig.ParseKeys(sec.Data["cosign.pub"]) })
-		if err != nil {
-			return nil, fmt.Errorf("spec.images[%d].verify: Secret %s/%s key cosign.pub: %w", i, namespace, name, err)
-		}
 		if out == nil {
-			out = map[string]imagesig.Keys{}
+			out = map[string]*imagesig.Policy{}
 		}
-		out[name] = keys
+		out[v.Key()] = pol
 	}
 	return out, nil
 }

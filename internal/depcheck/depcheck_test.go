@@ -21,7 +21,7 @@ var layers = map[string][]string{
 	"internal/render":      {"internal/egress", "api/v1alpha1", "internal/anchors", "internal/source", "internal/registry"},
 	"internal/sandbox":     {"api/v1alpha1", "internal/anchors", "internal/egress", "internal/source", "internal/registry", "internal/render"},
 	"internal/pin":         {"internal/egress", "api/v1alpha1", "internal/registry"},
-	"internal/imagesig":    {"internal/registry"},
+	"internal/imagesig":    {"api/v1alpha1", "internal/registry"},
 	"internal/signing":     {},
 	"internal/destination": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing"},
 	"internal/devcluster":  {"config/crd"},

@@ -58,9 +58,10 @@ type Options struct {
 	// VerifierFor gives the trusted keys a sync's source is checked with
 	// (spec.source.verify, read by the caller).
 	VerifierFor func(config.ManifestSync) (*signing.Verifier, error)
-	// ImageKeysFor gives the keys an image rule's verify trusts (read by
-	// the caller); nil refuses rules that ask for verification.
-	ImageKeysFor func(config.ManifestSync, v1alpha1.ImageRule) (imagesig.Keys, error)
+	// ImagePolicyFor gives what an image rule's verify trusts (keys or a
+	// keyless identity, read by the caller); nil refuses rules that ask
+	// for verification.
+	ImagePolicyFor func(config.ManifestSync, v1alpha1.ImageRule) (*imagesig.Policy, error)
 	// ImagesVerified remembers the digests found signed across runs; nil
 	// checks every time.
 	ImagesVerified *imagesig.Verified

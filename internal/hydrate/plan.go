@@ -550,13 +550,13 @@ func (p *plan) writeDir(out destination.Dir) Result {
 func (r *runner) pinner(ms config.ManifestSync, commit string) *pin.Pinner {
 	reg := r.o.registry(ms)
 	p := &pin.Pinner{Registry: reg, Commit: commit}
-	if r.o.ImageKeysFor != nil {
-		p.Verify = func(ctx context.Context, rule v1alpha1.ImageRule, repo, digest string) error {
-			keys, err := r.o.ImageKeysFor(ms, rule)
+	if r.o.ImagePolicyFor != nil {
+		p.Verify = func(ctx context.Context, rule v1alpha1.ImageRule, repo, digest string) (string, error) {
+			pol, err := r.o.ImagePolicyFor(ms, rule)
 			if err != nil {
-				return err
+				return "", err
 			}
-			return r.o.ImagesVerified.Verify(ctx, reg, repo, digest, keys)
+			return r.o.ImagesVerified.Verify(ctx, reg, repo, digest, pol)
 		}
 	}
 	return p

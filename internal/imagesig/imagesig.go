@@ -23,14 +23,19 @@ import (
 	"strings"
 	"sync"
 
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/registry"
 )
 
 // SignatureAnnotation holds a layer's signature in cosign's layout.
 const SignatureAnnotation = "dev.cosignproject.cosign/signature"
 
-// maxPayload bounds a signature layer read.
-const maxPayload = 1 << 20
+// maxPayload bounds a signature layer read; maxSignatures the layers
+// of a signature image looked at.
+const (
+	maxPayload    = 1 << 20
+	maxSignatures = 64
+)
 
 // Keys are trusted cosign public keys.
 type Keys []crypto.PublicKey
@@ -78,48 +83,91 @@ func LoadKeys(files []string) (Keys, error) {
 	return out, nil
 }
 
-// Verified remembers the digests found signed, by repository, digest and
-// keys, so that a check of a digest that did not move reads no signature
-// again. The caller owns it (a controller keeps one for its life); the
-// zero value is ready, and nil remembers nothing.
-type Verified struct {
-	mu   sync.Mutex
-	seen map[string]bool
+// Policy is whose signature an image must carry: a signature by one of
+// Keys, or (Identity set) a keyless one whose certificate was issued to
+// Identity under Root.
+type Policy struct {
+	Keys     Keys
+	Identity *Identity
+	Root     *TrustedRoot // nil: PublicGood
+	// Name says where the trust comes from, for what is recorded ("key
+	// of Secret ci-cosign").
+	Name string
 }
 
-func (v *Verified) key(repo, digest string, keys Keys) string {
+// PolicyFor is what a rule's verify trusts, given the keys of its
+// secretRef and the trusted root of its keyless (nil: PublicGood).
+func PolicyFor(v *v1alpha1.ImageVerify, keys Keys, root *TrustedRoot) (*Policy, error) {
+	if k := v.Keyless; k != nil {
+		id, err := NewIdentity(k.Issuer, k.IssuerRegExp, k.Subject, k.SubjectRegExp)
+		if err != nil {
+			return nil, fmt.Errorf("keyless: %w", err)
+		}
+		return &Policy{Identity: id, Root: root}, nil
+	}
+	if v.SecretRef == nil {
+		return nil, errors.New("give secretRef (a Secret with cosign.pub) or keyless")
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("no key to check signatures with (the key of Secret %s)", v.SecretRef.Name)
+	}
+	return &Policy{Keys: keys, Name: "key of Secret " + v.SecretRef.Name}, nil
+}
+
+// key is what a verification by p is remembered under.
+func (p *Policy) key() string {
 	var b strings.Builder
-	b.WriteString(repo + "@" + digest)
-	for _, k := range keys {
+	for _, k := range p.Keys {
 		der, _ := x509.MarshalPKIXPublicKey(k)
 		b.WriteString(" " + base64.StdEncoding.EncodeToString(der))
+	}
+	if p.Identity != nil {
+		id := p.Identity
+		fmt.Fprintf(&b, " keyless %q %q %q %q %s", id.Issuer, id.IssuerRegExp, id.Subject, id.SubjectRegExp, p.root().sum)
 	}
 	return b.String()
 }
 
-// Verify is VerifyCosign, answered from memory for a digest already found
-// signed by the same keys.
-func (v *Verified) Verify(ctx context.Context, reg *registry.Client, repo, digest string, keys Keys) error {
-	if v == nil {
-		return VerifyCosign(ctx, reg, repo, digest, keys)
+func (p *Policy) root() *TrustedRoot {
+	if p.Root == nil {
+		return PublicGood()
 	}
-	k := v.key(repo, digest, keys)
+	return p.Root
+}
+
+// Verified remembers the digests found signed, by repository, digest and
+// policy, so that a check of a digest that did not move reads no
+// signature again. The caller owns it (a controller keeps one for its
+// life); the zero value is ready, and nil remembers nothing.
+type Verified struct {
+	mu   sync.Mutex
+	seen map[string]string
+}
+
+// Verify is VerifyCosign, answered from memory for a digest already found
+// signed under the same policy.
+func (v *Verified) Verify(ctx context.Context, reg *registry.Client, repo, digest string, p *Policy) (string, error) {
+	if v == nil {
+		return VerifyCosign(ctx, reg, repo, digest, p)
+	}
+	k := repo + "@" + digest + p.key()
 	v.mu.Lock()
-	ok := v.seen[k]
+	by, ok := v.seen[k]
 	v.mu.Unlock()
 	if ok {
-		return nil
+		return by, nil
 	}
-	if err := VerifyCosign(ctx, reg, repo, digest, keys); err != nil {
-		return err // not remembered: a signature pushed next is seen at once
+	by, err := VerifyCosign(ctx, reg, repo, digest, p)
+	if err != nil {
+		return "", err // not remembered: a signature pushed next is seen at once
 	}
 	v.mu.Lock()
 	if v.seen == nil || len(v.seen) > 100_000 {
-		v.seen = map[string]bool{}
+		v.seen = map[string]string{}
 	}
-	v.seen[k] = true
+	v.seen[k] = by
 	v.mu.Unlock()
-	return nil
+	return by, nil
 }
 
 // payload is cosign's simple-signing payload.
@@ -132,36 +180,37 @@ type payload struct {
 	} `json:"critical"`
 }
 
-// VerifyCosign checks that repo@digest carries a signature by one of
-// keys. The error says what was found: no signature, or signatures by
-// other keys, or for another digest.
-func VerifyCosign(ctx context.Context, reg *registry.Client, repo, digest string, keys Keys) error {
+// VerifyCosign checks that repo@digest carries a signature p trusts, and
+// says whose it is: p's Name for a key, the certificate's identity for a
+// keyless one. The error says what was found: no signature, or
+// signatures by other keys or identities, or for another digest.
+func VerifyCosign(ctx context.Context, reg *registry.Client, repo, digest string, p *Policy) (string, error) {
 	hexDigest, ok := strings.CutPrefix(digest, "sha256:")
 	if !ok {
-		return fmt.Errorf("digest %s: not sha256", digest)
+		return "", fmt.Errorf("digest %s: not sha256", digest)
 	}
 	ref, err := reg.ParseReference(repo + ":sha256-" + hexDigest + ".sig")
 	if err != nil {
-		return err
+		return "", err
 	}
 	img, err := reg.Image(ctx, ref)
 	if err != nil {
 		if errors.Is(err, registry.ErrNotFound) || strings.Contains(err.Error(), "MANIFEST_UNKNOWN") || strings.Contains(err.Error(), "NAME_UNKNOWN") {
-			return fmt.Errorf("no cosign signature (%s)", ref)
+			return "", fmt.Errorf("no cosign signature (%s)", ref)
 		}
-		return fmt.Errorf("reading its signatures %s: %w", ref, err)
+		return "", fmt.Errorf("reading its signatures %s: %w", ref, err)
 	}
 	m, err := img.Manifest()
 	if err != nil {
-		return fmt.Errorf("reading its signatures %s: %w", ref, err)
+		return "", fmt.Errorf("reading its signatures %s: %w", ref, err)
 	}
 	layers, err := img.Layers()
 	if err != nil {
-		return fmt.Errorf("reading its signatures %s: %w", ref, err)
+		return "", fmt.Errorf("reading its signatures %s: %w", ref, err)
 	}
 	var seen []string
 	for i, desc := range m.Layers {
-		if i >= len(layers) {
+		if i >= len(layers) || i >= maxSignatures {
 			break
 		}
 		sig, err := base64.StdEncoding.DecodeString(desc.Annotations[SignatureAnnotation])
@@ -170,36 +219,48 @@ func VerifyCosign(ctx context.Context, reg *registry.Client, repo, digest string
 		}
 		rc, err := layers[i].Compressed()
 		if err != nil {
-			return fmt.Errorf("reading signature %d of %s: %w", i, ref, err)
+			return "", fmt.Errorf("reading signature %d of %s: %w", i, ref, err)
 		}
 		data, err := io.ReadAll(io.LimitReader(rc, maxPayload+1))
 		rc.Close()
 		if err != nil {
-			return fmt.Errorf("reading signature %d of %s: %w", i, ref, err)
+			return "", fmt.Errorf("reading signature %d of %s: %w", i, ref, err)
 		}
 		if len(data) > maxPayload {
 			seen = append(seen, "one too large to read")
 			continue
 		}
-		if !verifiedBy(keys, data, sig) {
+		by := p.Name
+		if p.Identity != nil {
+			signer, err := verifyKeyless(p.root(), p.Identity, desc.Annotations, data, sig)
+			if err != nil {
+				seen = append(seen, err.Error())
+				continue
+			}
+			by = "keyless, " + signer.Subject + " (issuer " + signer.Issuer + ")"
+		} else if !verifiedBy(p.Keys, data, sig) {
 			seen = append(seen, "one by another key")
 			continue
 		}
-		var p payload
-		if err := json.Unmarshal(data, &p); err != nil || p.Critical.Type != "cosign container image signature" {
+		var pl payload
+		if err := json.Unmarshal(data, &pl); err != nil || pl.Critical.Type != "cosign container image signature" {
 			seen = append(seen, "one not of an image")
 			continue
 		}
-		if p.Critical.Image.Digest != digest {
-			seen = append(seen, "one for "+p.Critical.Image.Digest)
+		if pl.Critical.Image.Digest != digest {
+			seen = append(seen, "one for "+pl.Critical.Image.Digest)
 			continue
 		}
-		return nil
+		return by, nil
 	}
 	if len(seen) == 0 {
-		return fmt.Errorf("no cosign signature (%s holds none)", ref)
+		return "", fmt.Errorf("no cosign signature (%s holds none)", ref)
 	}
-	return fmt.Errorf("no cosign signature by a trusted key: %s holds %s", ref, strings.Join(seen, ", "))
+	trusted := "a trusted key"
+	if p.Identity != nil {
+		trusted = p.Identity.String()
+	}
+	return "", fmt.Errorf("no cosign signature by %s: %s holds %s", trusted, ref, strings.Join(seen, "; "))
 }
 
 // verifiedBy reports whether sig over data verifies with one of keys,

@@ -88,8 +88,9 @@ type Pinner struct {
 	// Commit is the source commit, the tag of the sourceCommit strategy.
 	Commit string
 	// Verify checks the signature a rule's verify asks for of the digest
-	// resolved; nil refuses such rules.
-	Verify func(ctx context.Context, rule v1alpha1.ImageRule, repo, digest string) error
+	// resolved, and says whose it is ("key of Secret ci-cosign", "keyless,
+	// <identity> (issuer <issuer>)"); nil refuses such rules.
+	Verify func(ctx context.Context, rule v1alpha1.ImageRule, repo, digest string) (string, error)
 }
 
 // Resolve pins one reference as written under a rule.
@@ -136,10 +137,11 @@ func (p *Pinner) Resolve(ctx context.Context, from string, rule v1alpha1.ImageRu
 		if p.Verify == nil {
 			return out, fmt.Errorf("image %s:%s: verify: no trusted keys to check its signature with", ref.Repo, tag)
 		}
-		if err := p.Verify(ctx, rule, ref.Repo, digest); err != nil {
+		by, err := p.Verify(ctx, rule, ref.Repo, digest)
+		if err != nil {
 			return out, fmt.Errorf("image %s:%s (%s) is not pinned: %w", ref.Repo, tag, digest, err)
 		}
-		out.Verified = rule.Verify.Provider + " key of Secret " + rule.Verify.SecretRef.Name
+		out.Verified = rule.Verify.Provider + " " + by
 	}
 	out.Tag, out.Digest = tag, digest
 	return out, nil

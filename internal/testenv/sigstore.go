@@ -1,0 +1,291 @@
+package testenv
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Sigstore stands in for a private Sigstore instance in tests: a
+// certificate authority issuing short-lived signing certificates to OIDC
+// identities as Fulcio does (a root and an intermediate), a certificate
+// transparency log countersigning each certificate, and a transparency
+// log countersigning each signature as Rekor does. Its TrustedRoot is the
+// trusted_root.json its operator would publish.
+type Sigstore struct {
+	rootKey, caKey *ecdsa.PrivateKey
+	root, ca       *x509.Certificate
+	rekorKey       *ecdsa.PrivateKey
+	ctKey          *ecdsa.PrivateKey
+	index          atomic.Int64
+	serial         atomic.Int64
+}
+
+// NewSigstore makes the keys and certificates of a test Sigstore.
+func NewSigstore(t TB) *Sigstore {
+	t.Helper()
+	s := &Sigstore{}
+	s.serial.Store(100)
+	s.rootKey, s.caKey, s.rekorKey, s.ctKey = ecKey(t), ecKey(t), ecKey(t), ecKey(t)
+	start := time.Now().Add(-24 * time.Hour)
+	rootT := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{Organization: []string{"sluice.test"}, CommonName: "sigstore"},
+		NotBefore: start, NotAfter: start.Add(10 * 365 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	s.root = createCert(t, rootT, rootT, &s.rootKey.PublicKey, s.rootKey)
+	caT := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{Organization: []string{"sluice.test"}, CommonName: "sigstore-intermediate"},
+		NotBefore: start, NotAfter: start.Add(5 * 365 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning},
+	}
+	s.ca = createCert(t, caT, s.root, &s.caKey.PublicKey, s.rootKey)
+	return s
+}
+
+func ecKey(t TB) *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return k
+}
+
+func createCert(t TB, tmpl, parent *x509.Certificate, pub any, key *ecdsa.PrivateKey) *x509.Certificate {
+	t.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, key)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return c
+}
+
+func pkixDER(t TB, k *ecdsa.PrivateKey) []byte {
+	der, err := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return der
+}
+
+// TrustedRoot is the instance's trusted_root.json.
+func (s *Sigstore) TrustedRoot(t TB) []byte {
+	t.Helper()
+	type key struct {
+		RawBytes   []byte            `json:"rawBytes"`
+		KeyDetails string            `json:"keyDetails"`
+		ValidFor   map[string]string `json:"validFor"`
+	}
+	type log struct {
+		BaseURL       string            `json:"baseUrl"`
+		HashAlgorithm string            `json:"hashAlgorithm"`
+		PublicKey     key               `json:"publicKey"`
+		LogID         map[string][]byte `json:"logId"`
+	}
+	since := map[string]string{"start": s.root.NotBefore.UTC().Format(time.RFC3339)}
+	mk := func(url string, k *ecdsa.PrivateKey) log {
+		der := pkixDER(t, k)
+		id := sha256.Sum256(der)
+		return log{url, "SHA2_256", key{der, "PKIX_ECDSA_P256_SHA_256", since}, map[string][]byte{"keyId": id[:]}}
+	}
+	root := map[string]any{
+		"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+		"tlogs":     []log{mk("https://rekor.sluice.test", s.rekorKey)},
+		"ctlogs":    []log{mk("https://ctfe.sluice.test", s.ctKey)},
+		"certificateAuthorities": []map[string]any{{
+			"subject":   map[string]string{"organization": "sluice.test", "commonName": "sigstore"},
+			"uri":       "https://fulcio.sluice.test",
+			"certChain": map[string]any{"certificates": []map[string][]byte{{"rawBytes": s.ca.Raw}, {"rawBytes": s.root.Raw}}},
+			"validFor":  since,
+		}},
+	}
+	data, err := json.Marshal(root)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return data
+}
+
+// Keyless says how Sigstore.Sign signs; the zero value but for Issuer
+// and Subject is what `cosign sign` does.
+type Keyless struct {
+	Issuer  string // the OIDC issuer in the certificate
+	Subject string // an e-mail address, or a URI (a CI workflow's)
+	// SignedDigest is the digest the payload names; the digest signed
+	// when empty (set to forge a moved signature).
+	SignedDigest string
+	NoBundle     bool      // as cosign sign --tlog-upload=false
+	NoSCT        bool      // a certificate never logged
+	BadSET       bool      // the log's promise over another entry
+	IssuedAt     time.Time // when the certificate was issued and the entry logged; now when zero
+}
+
+// Sign pushes a keyless cosign signature of repo@digest (repo without
+// host), laid out as `cosign sign` writes one: the signature in the
+// layer's dev.cosignproject.cosign/signature, the certificate and chain
+// in dev.sigstore.cosign/certificate and /chain, the log's entry and
+// signed entry timestamp in dev.sigstore.cosign/bundle.
+func (s *Sigstore) Sign(t TB, reg *Registry, repo, digest string, o Keyless) {
+	t.Helper()
+	if o.SignedDigest == "" {
+		o.SignedDigest = digest
+	}
+	at := o.IssuedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	at = at.Truncate(time.Second)
+	payload := []byte(fmt.Sprintf(`{"critical":{"identity":{"docker-reference":%q},"image":{"docker-manifest-digest":%q},"type":"cosign container image signature"},"optional":null}`, reg.Host+"/"+repo, o.SignedDigest))
+	key := ecKey(t)
+	cert := s.issue(t, key, o, at)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
+	h := sha256.Sum256(payload)
+	sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	ann := map[string]string{
+		"dev.cosignproject.cosign/signature": base64.StdEncoding.EncodeToString(sig),
+		"dev.sigstore.cosign/certificate":    string(certPEM),
+		"dev.sigstore.cosign/chain": string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.ca.Raw})) +
+			string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.root.Raw})),
+	}
+	if !o.NoBundle {
+		ann["dev.sigstore.cosign/bundle"] = s.logEntry(t, payload, sig, certPEM, at, o.BadSET)
+	}
+	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1), mutate.Addendum{
+		Layer: static.NewLayer(payload, "application/vnd.dev.cosign.simplesigning.v1+json"), Annotations: ann,
+	})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	reg.PushImage(t, repo+":sha256-"+strings.TrimPrefix(digest, "sha256:")+".sig", img)
+}
+
+// issue makes a ten-minute signing certificate for key, as Fulcio does,
+// with an embedded signed certificate timestamp of the CT log.
+func (s *Sigstore) issue(t TB, key *ecdsa.PrivateKey, o Keyless, at time.Time) *x509.Certificate {
+	t.Helper()
+	issuerV2, _ := asn1.MarshalWithParams(o.Issuer, "utf8")
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(s.serial.Add(1)),
+		NotBefore:    at.Add(-time.Second), NotAfter: at.Add(10 * time.Minute),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning},
+		ExtraExtensions: []pkix.Extension{
+			{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 57264, 1, 1}, Value: []byte(o.Issuer)},
+			{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 57264, 1, 8}, Value: issuerV2},
+		},
+	}
+	if strings.Contains(o.Subject, "://") {
+		u, err := url.Parse(o.Subject)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		tmpl.URIs = []*url.URL{u}
+	} else {
+		tmpl.EmailAddresses = []string{o.Subject}
+	}
+	pre := createCert(t, tmpl, s.ca, &key.PublicKey, s.caKey)
+	if o.NoSCT {
+		return pre
+	}
+	// The timestamp signs the certificate as it was before the list of
+	// timestamps was added to it (RFC 6962 §3.2).
+	ts := uint64(at.UnixMilli())
+	issuerHash := sha256.Sum256(s.ca.RawSubjectPublicKeyInfo)
+	var signed []byte
+	signed = append(signed, 0, 0)
+	signed = binary.BigEndian.AppendUint64(signed, ts)
+	signed = append(signed, 0, 1)
+	signed = append(signed, issuerHash[:]...)
+	tbs := pre.RawTBSCertificate
+	signed = append(signed, byte(len(tbs)>>16), byte(len(tbs)>>8), byte(len(tbs)))
+	signed = append(signed, tbs...)
+	signed = append(signed, 0, 0)
+	h := sha256.Sum256(signed)
+	sig, err := ecdsa.SignASN1(rand.Reader, s.ctKey, h[:])
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	logID := sha256.Sum256(pkixDER(t, s.ctKey))
+	var sct []byte
+	sct = append(sct, 0)
+	sct = append(sct, logID[:]...)
+	sct = binary.BigEndian.AppendUint64(sct, ts)
+	sct = append(sct, 0, 0) // no extensions
+	sct = append(sct, 4, 3) // sha256, ecdsa
+	sct = binary.BigEndian.AppendUint16(sct, uint16(len(sig)))
+	sct = append(sct, sig...)
+	list := binary.BigEndian.AppendUint16(nil, uint16(len(sct)+2))
+	list = binary.BigEndian.AppendUint16(list, uint16(len(sct)))
+	list = append(list, sct...)
+	ext, _ := asn1.Marshal(list)
+	tmpl.ExtraExtensions = append(tmpl.ExtraExtensions, pkix.Extension{Id: asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11129, 2, 4, 2}, Value: ext})
+	return createCert(t, tmpl, s.ca, &key.PublicKey, s.caKey)
+}
+
+// logEntry records a hashedrekord entry of the signature and returns the
+// bundle cosign attaches: the entry and the log's signed promise.
+func (s *Sigstore) logEntry(t TB, payload, sig, certPEM []byte, at time.Time, bad bool) string {
+	t.Helper()
+	sum := sha256.Sum256(payload)
+	entry := map[string]any{
+		"apiVersion": "0.0.1", "kind": "hashedrekord",
+		"spec": map[string]any{
+			"data":      map[string]any{"hash": map[string]string{"algorithm": "sha256", "value": hex.EncodeToString(sum[:])}},
+			"signature": map[string]any{"content": sig, "publicKey": map[string][]byte{"content": certPEM}},
+		},
+	}
+	raw, err := json.Marshal(entry)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	logID := sha256.Sum256(pkixDER(t, s.rekorKey))
+	type promise struct {
+		Body           string `json:"body"`
+		IntegratedTime int64  `json:"integratedTime"`
+		LogID          string `json:"logID"`
+		LogIndex       int64  `json:"logIndex"`
+	}
+	p := promise{base64.StdEncoding.EncodeToString(raw), at.Unix(), hex.EncodeToString(logID[:]), s.index.Add(1)}
+	canonical, _ := json.Marshal(p)
+	if bad {
+		p.LogIndex++ // the promise was for another entry
+	}
+	h := sha256.Sum256(canonical)
+	set, err := ecdsa.SignASN1(rand.Reader, s.rekorKey, h[:])
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	out, err := json.Marshal(map[string]any{"SignedEntryTimestamp": set, "Payload": p})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return string(out)
+}
