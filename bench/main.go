@@ -117,10 +117,14 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	if err != nil {
 		return err
 	}
+	// And keylessly, by a CI identity of a test Sigstore, for (f).
+	sigstore := testenv.NewSigstore(tb)
+	ci := testenv.Keyless{Issuer: "https://ci.example.com", Subject: "https://ci.example.com/team/release@refs/heads/main"}
 	push := func(repoTag string) {
 		d := reg.Push(tb, repoTag)
 		repo, _, _ := strings.Cut(repoTag, ":")
 		testenv.CosignSign(tb, reg, repo, d, d, cosignKey)
+		sigstore.Sign(tb, reg, repo, d, ci)
 	}
 	for i := 0; i < nBases; i++ {
 		push(fmt.Sprintf("team/svc%02d:latest", i))
@@ -146,6 +150,11 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	writeSyncs(syncs3, srcURL, dst3URL, reg.Host, nOverlays, nCharts)
 	syncs4 := filepath.Join(work, "syncs-verified")
 	writeSyncsWith(syncs4, srcURL, dst4URL, reg.Host, nOverlays, nCharts, "    verify: {provider: cosign, secretRef: {name: cosign}}\n")
+	dst5URL := git.CreateRepo(tb, "deploy-keyless")
+	syncs5 := filepath.Join(work, "syncs-keyless")
+	writeSyncsWith(syncs5, srcURL, dst5URL, reg.Host, nOverlays, nCharts, fmt.Sprintf("    verify: {provider: cosign, keyless: {issuer: %q, subject: %q}}\n", ci.Issuer, ci.Subject))
+	trustedRoot := filepath.Join(work, "trusted_root.json")
+	os.WriteFile(trustedRoot, sigstore.TrustedRoot(tb), 0o644)
 	cosignPub := filepath.Join(work, "cosign.pub")
 	os.WriteFile(cosignPub, testenv.CosignPublicKey(tb, cosignKey), 0o644)
 	_, signPriv, _ := ed25519.GenerateKey(rand.Reader)
@@ -197,6 +206,12 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	}
 	verified.note += fmt.Sprintf("; %.2fx (a')'s wall, %.2fx its CPU", float64(verified.wall)/float64(inProcess.wall), float64(verified.cpu)/float64(inProcess.cpu))
 	ms = append(ms, verified)
+	keyless, err := hydrate("(f) as (a'), every image verified keylessly (cosign, Fulcio certificate, Rekor bundle)", syncs5, "--render-isolation", "none", "--trusted-root", trustedRoot)
+	if err != nil {
+		return err
+	}
+	keyless.note += fmt.Sprintf("; %.2fx (a')'s wall, %.2fx its CPU", float64(keyless.wall)/float64(inProcess.wall), float64(keyless.cpu)/float64(inProcess.cpu))
+	ms = append(ms, keyless)
 
 	// (b) the baseline: one kubectl kustomize per overlay, in sequence, on
 	// a checked-out tree (its clone not counted).

@@ -10,13 +10,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// CosignSign pushes a cosign signature by key of the payload naming
+// CosignSign adds a cosign signature by key of the payload naming
 // signedDigest, at the place of digest (the two differ only to forge a
 // moved signature), laid out as `cosign sign --key` writes it: the tag
 // sha256-<hex>.sig of repo (without host), one layer of simple-signing
@@ -30,14 +32,28 @@ func CosignSign(t TB, reg *Registry, repo, digest, signedDigest string, key *ecd
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	layer := static.NewLayer([]byte(payload), "application/vnd.dev.cosign.simplesigning.v1+json")
-	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1), mutate.Addendum{
-		Layer: layer, Annotations: map[string]string{"dev.cosignproject.cosign/signature": base64.StdEncoding.EncodeToString(sig)},
+	appendSignature(t, reg, repo, digest, []byte(payload), map[string]string{"dev.cosignproject.cosign/signature": base64.StdEncoding.EncodeToString(sig)})
+}
+
+// appendSignature adds a layer of payload to the signatures of
+// repo@digest, as cosign does: the signature image at the tag
+// sha256-<hex>.sig grows by one layer (it is made when there is none).
+func appendSignature(t TB, reg *Registry, repo, digest string, payload []byte, annotations map[string]string) {
+	t.Helper()
+	tag := repo + ":sha256-" + strings.TrimPrefix(digest, "sha256:") + ".sig"
+	base := mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1)
+	if ref, err := name.ParseReference(reg.Host + "/" + tag); err == nil {
+		if img, err := remote.Image(ref); err == nil {
+			base = img
+		}
+	}
+	img, err := mutate.Append(base, mutate.Addendum{
+		Layer: static.NewLayer(payload, "application/vnd.dev.cosign.simplesigning.v1+json"), Annotations: annotations,
 	})
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	reg.PushImage(t, repo+":sha256-"+strings.TrimPrefix(digest, "sha256:")+".sig", img)
+	reg.PushImage(t, tag, img)
 }
 
 // CosignPublicKey is key's public half as cosign.pub holds it.

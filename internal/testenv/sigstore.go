@@ -19,11 +19,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/static"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Sigstore stands in for a private Sigstore instance in tests: a
@@ -145,7 +140,7 @@ type Keyless struct {
 	IssuedAt     time.Time // when the certificate was issued and the entry logged; now when zero
 }
 
-// Sign pushes a keyless cosign signature of repo@digest (repo without
+// Sign adds a keyless cosign signature of repo@digest (repo without
 // host), laid out as `cosign sign` writes one: the signature in the
 // layer's dev.cosignproject.cosign/signature, the certificate and chain
 // in dev.sigstore.cosign/certificate and /chain, the log's entry and
@@ -178,13 +173,7 @@ func (s *Sigstore) Sign(t TB, reg *Registry, repo, digest string, o Keyless) {
 	if !o.NoBundle {
 		ann["dev.sigstore.cosign/bundle"] = s.logEntry(t, payload, sig, certPEM, at, o.BadSET)
 	}
-	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1), mutate.Addendum{
-		Layer: static.NewLayer(payload, "application/vnd.dev.cosign.simplesigning.v1+json"), Annotations: ann,
-	})
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	reg.PushImage(t, repo+":sha256-"+strings.TrimPrefix(digest, "sha256:")+".sig", img)
+	appendSignature(t, reg, repo, digest, payload, ann)
 }
 
 // issue makes a ten-minute signing certificate for key, as Fulcio does,
