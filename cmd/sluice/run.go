@@ -241,7 +241,7 @@ func (f *runFlags) run(cmd *cobra.Command, s Streams, args []string) error {
 		},
 		Dir: dir, Render: ro, HelmRelease: f.helmRelease, AsOwner: f.asOwner, ReadyTimeout: f.readyTimeout,
 		Repo: f.repo, Ref: f.ref, Poll: f.poll, Auth: source.AuthFromEnv(os.Getenv),
-		OnStart: p.started, OnIteration: p.iteration, OnStopping: p.stopping,
+		OnStart: p.started, OnIteration: p.iteration, OnStopping: p.stopping, OnNotice: p.notice,
 	}
 	out, err := session.Run(cmd.Context(), c, o)
 	p.done()
@@ -368,6 +368,15 @@ func (p *runPrinter) iteration(it session.Iteration) {
 	}
 }
 
+// notice prints what the session noticed between iterations.
+func (p *runPrinter) notice(msg string) {
+	if p.json {
+		json.NewEncoder(p.out).Encode(map[string]string{"notice": msg})
+		return
+	}
+	fmt.Fprintf(p.out, "   note: %s\n", msg)
+}
+
 // formatIteration is one line: when, where the tree is, what changed,
 // readiness, latency.
 func formatIteration(it session.Iteration, now time.Time) string {
@@ -388,7 +397,7 @@ func formatIteration(it session.Iteration, now time.Time) string {
 	}
 	res := it.Result
 	var counts, objs []string
-	for _, a := range []cluster.Action{cluster.Created, cluster.Configured, cluster.Deleted, cluster.Unchanged} {
+	for _, a := range []cluster.Action{cluster.Created, cluster.Configured, cluster.Deleted, session.HandedBack, cluster.Unchanged} {
 		if n := res.Count(a); n > 0 {
 			counts = append(counts, fmt.Sprintf("%d %s", n, a))
 		}

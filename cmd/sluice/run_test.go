@@ -248,6 +248,10 @@ func TestIterationLines(t *testing.T) {
 			"#4 10:04:05  error: deploy/a.yaml: YAML syntax: line 3; more  (still watching: the next save retries)"},
 		{session.Iteration{N: 5, Err: errors.New("cannot reach the Kubernetes API server"), Retrying: true},
 			"#5 10:04:05  error: cannot reach the Kubernetes API server  (retrying every second)"},
+		{session.Iteration{N: 6, Ready: true, Latency: 48 * time.Millisecond, Result: &cluster.Result{Changes: []cluster.Change{
+			{Ref: cluster.Ref{Version: "v1", Kind: "ConfigMap", Name: "settings"}, Action: session.HandedBack},
+			{Ref: cluster.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web"}, Action: cluster.Unchanged},
+		}}}, "#6 10:04:05  1 handed back, 1 unchanged: configmap/settings handed back  48ms"},
 	}
 	for _, tt := range tests {
 		if got := formatIteration(tt.it, now); got != tt.want {
@@ -322,8 +326,9 @@ func TestTheFirstIterationSaysWhichOwnersSettingsItApplied(t *testing.T) {
 	p.started(session.Started{Name: "dev", Mode: session.Replace, Namespace: "shop", Watching: "/src", Owner: "Kustomization flux-system/shop"})
 	p.iteration(session.Iteration{N: 1, Result: &cluster.Result{}, AsOwner: "as Kustomization flux-system/shop: targetNamespace shop, 1 Secret decrypted",
 		Paused: []string{"Kustomization/flux-system/shop: 1 object(s) marked"}})
+	p.notice("git moved: Kustomization/flux-system/shop now deploys main@sha1:abc")
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 5 || lines[1] != "PATH renders as Kustomization flux-system/shop applies it (--as-owner none: as it is)" ||
+	if len(lines) != 6 || lines[5] != "   note: git moved: Kustomization/flux-system/shop now deploys main@sha1:abc" || lines[1] != "PATH renders as Kustomization flux-system/shop applies it (--as-owner none: as it is)" ||
 		lines[3] != "   as Kustomization flux-system/shop: targetNamespace shop, 1 Secret decrypted" || !strings.HasPrefix(lines[4], "   paused ") {
 		t.Errorf("printed:\n%s", out.String())
 	}

@@ -14,8 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// annotationApplied holds a digest of the object as Sluice last applied it.
-const annotationApplied = "sluice.dev/applied"
+// AnnotationApplied holds a digest of the object as Sluice last applied
+// it: its own bookkeeping, no part of what an object says.
+const AnnotationApplied = "sluice.dev/applied"
+
+const annotationApplied = AnnotationApplied
 
 // stamp records on the object a digest of itself, as about to be applied.
 func stamp(u *unstructured.Unstructured) {
@@ -46,7 +49,7 @@ func (c *Client) unchanged(ctx context.Context, p *plan, stage []*unstructured.U
 	for i, u := range stage {
 		l := live[i]
 		keep[i] = l != nil && l.GetAnnotations()[annotationApplied] == u.GetAnnotations()[annotationApplied] &&
-			l.GetDeletionTimestamp() == nil && subset(u.Object, l.Object)
+			l.GetDeletionTimestamp() == nil && Subset(u.Object, l.Object)
 	}
 	for i, u := range stage {
 		if keep[i] {
@@ -133,9 +136,9 @@ func (c *Client) lives(ctx context.Context, p *plan, objs []*unstructured.Unstru
 	return out, eg.Wait()
 }
 
-// subset reports whether every value in want is in have: maps key by key,
+// Subset reports whether every value in want is in have: maps key by key,
 // lists element by element (of equal length), numbers by value.
-func subset(want, have any) bool {
+func Subset(want, have any) bool {
 	switch w := want.(type) {
 	case map[string]any:
 		h, ok := have.(map[string]any)
@@ -150,7 +153,7 @@ func subset(want, have any) bool {
 				}
 				return false
 			}
-			if !subset(v, hv) {
+			if !Subset(v, hv) {
 				return false
 			}
 		}
@@ -161,7 +164,7 @@ func subset(want, have any) bool {
 			return false
 		}
 		for i := range w {
-			if !subset(w[i], h[i]) {
+			if !Subset(w[i], h[i]) {
 				return false
 			}
 		}

@@ -349,14 +349,35 @@ spec:
 	if want := "as Application " + argoNS + "/web: namePrefix eu-, 1 image, commonLabels, annotation tracking"; it.AsOwner != want {
 		t.Errorf("the first iteration says %q, want %q", it.AsOwner, want)
 	}
-	if len(it.Paused) != 1 || !strings.Contains(it.Paused[0], "Application/"+argoNS+"/web") {
-		t.Errorf("paused: %v", it.Paused)
+	// Nothing differs, so nothing is applied and nothing paused: the
+	// Application keeps syncing automatically.
+	automated := func() bool {
+		a := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
+		_, ok, _ := unstructured.NestedMap(a.Object, "spec", "syncPolicy", "automated")
+		return ok
+	}
+	if len(it.Paused) != 0 || it.Result.Count(cluster.Unchanged) != len(before) || it.Result.Count(cluster.Configured) != 0 || !automated() {
+		t.Errorf("an unchanged tree: paused %v, %s, automated sync on: %v", it.Paused, changes(it), automated())
+	}
+	sameDump(t, before, snapshot())
+
+	// An edit takes that object over and pauses the Application; undoing
+	// it hands the object back and resumes the Application at once.
+	dir := filepath.Join(w.Dir, "apps", "web")
+	write(t, dir, map[string]string{"cm.yaml": cm("settings", "color: red")})
+	it = h.ok(t)
+	if len(it.Paused) != 1 || !strings.Contains(it.Paused[0], "Application/"+argoNS+"/web: automated sync off") || it.Result.Count(cluster.Configured) != 1 || automated() {
+		t.Errorf("one edit: paused %v, %s, automated sync on: %v", it.Paused, changes(it), automated())
+	}
+	write(t, dir, map[string]string{"cm.yaml": cm("settings", "color: blue")})
+	it = h.ok(t)
+	if it.Result.Count(HandedBack) != 1 || !automated() || len(h.record(t, c).Owners) != 0 {
+		t.Errorf("the edit undone: %s, automated sync on: %v", changes(it), automated())
 	}
 	sameDump(t, before, snapshot())
 	h.stop(t)
 	sameDump(t, before, snapshot())
-	a := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
-	if _, ok, _ := unstructured.NestedMap(a.Object, "spec", "syncPolicy", "automated"); !ok {
-		t.Errorf("the Application's automated sync is not back: %v", a.Object["spec"])
+	if !automated() {
+		t.Error("the Application's automated sync is not back")
 	}
 }

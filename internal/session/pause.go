@@ -113,6 +113,7 @@ func (s *Session) how(ctx context.Context, owner *unstructured.Unstructured, sus
 		}
 	}
 	o.Prior = priorOf(owner, o.How)
+	o.Revision = gitRevision(ctx, s, owner)
 	return o, nil
 }
 

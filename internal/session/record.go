@@ -76,6 +76,9 @@ type Owner struct {
 	// Parent is the Flux Kustomization that applies the owner from git,
 	// kept off it meanwhile by the owner's reconcile: disabled mark.
 	Parent *cluster.Ref `json:"parent,omitempty"`
+	// Revision is the revision of git the owner deployed when the session
+	// paused it, to tell when git moves on.
+	Revision string `json:"revision,omitempty"`
 }
 
 // knows reports whether the record already accounts for the object.

@@ -60,6 +60,9 @@ type RunOptions struct {
 	OnStart     func(Started)
 	OnIteration func(Iteration)
 	OnStopping  func(reason string)
+	// OnNotice is told what the session notices between iterations: git
+	// moved for an object it holds.
+	OnNotice func(string)
 }
 
 // Started says how a session was set up.
@@ -388,6 +391,10 @@ func (l *loop) run(ctx context.Context) (string, error) {
 			return "stop requested by " + by, nil
 		case err := <-l.s.Lost():
 			return "", err
+		case n := <-l.s.Notices():
+			if l.o.OnNotice != nil {
+				l.o.OnNotice(n)
+			}
 		case why := <-l.s.Reverted():
 			// Someone took the owner back: fighting its controller would
 			// flap the cluster, so the session ends.

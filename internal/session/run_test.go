@@ -23,6 +23,8 @@ type harness struct {
 	done    chan struct{}
 	out     *Outcome
 	err     error
+	name    string
+	notices chan string
 }
 
 func runSession(t *testing.T, c *cluster.Client, o RunOptions) *harness {
@@ -35,7 +37,9 @@ func runSession(t *testing.T, c *cluster.Client, o RunOptions) *harness {
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = -1
 	}
+	h.name, h.notices = o.Session.Name, make(chan string, 100)
 	o.OnIteration = func(it Iteration) { h.its <- it }
+	o.OnNotice = func(n string) { h.notices <- n }
 	o.OnStart = func(s Started) { h.started <- s }
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -45,6 +49,16 @@ func runSession(t *testing.T, c *cluster.Client, o RunOptions) *harness {
 	}()
 	t.Cleanup(func() { cancel(); <-h.done })
 	return h
+}
+
+// record reads the session's record on the cluster.
+func (h *harness) record(t *testing.T, c *cluster.Client) *Record {
+	t.Helper()
+	rec, err := (&store{c: c.Kube(), name: h.name}).read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }
 
 // next waits for the next iteration.

@@ -114,6 +114,13 @@ type Session struct {
 
 	mu  sync.Mutex // held by Apply and Stop
 	rec *Record
+	// untouched are the objects the last apply left to GitOps, by what
+	// the render made of them.
+	untouched map[string]string
+	// notices are what the heartbeat has to say (git moved for a held
+	// object); announced the revisions said.
+	notices   chan string
+	announced map[string]bool
 
 	summaryMu sync.Mutex
 	summary   map[string]string
@@ -153,7 +160,7 @@ func Start(ctx context.Context, c *cluster.Client, o Options) (*Session, error) 
 	s := &Session{
 		c: c, o: o, identity: fmt.Sprintf("%s pid %d", o.Holder, os.Getpid()),
 		store:  &store{c: c.Kube(), name: o.Name},
-		stopBy: make(chan string, 1), lost: make(chan error, 1), reverted: make(chan string, 1),
+		stopBy: make(chan string, 1), lost: make(chan error, 1), reverted: make(chan string, 1), notices: make(chan string, 16),
 		rec: &Record{Name: o.Name, Holder: o.Holder, PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Second),
 			Mode: o.Mode, Path: o.Path, Repo: o.Repo, Ref: o.Ref},
 	}
@@ -209,6 +216,7 @@ func (s *Session) checkPauses(ctx context.Context) {
 	if owners == nil {
 		return
 	}
+	s.checkRevisions(ctx, *owners)
 	for _, o := range *owners {
 		why, err := held(ctx, s, o)
 		if err != nil || why == "" {
@@ -218,6 +226,10 @@ func (s *Session) checkPauses(ctx context.Context) {
 		return
 	}
 }
+
+// Notices delivers what the session has to tell while it runs: git
+// moved for an owner whose objects it holds.
+func (s *Session) Notices() <-chan string { return s.notices }
 
 // Reverted delivers why a pause stopped holding: the session should stop
 // applying rather than fight the controller that took the owner back.
@@ -299,6 +311,17 @@ func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.A
 	if objs, err = s.place(objs); err != nil {
 		return nil, err
 	}
+	rendered := objs
+	var left []cluster.Change
+	if s.o.Mode == Replace {
+		var back []cluster.Ref
+		if objs, left, back, err = s.split(ctx, objs); err != nil {
+			return nil, err
+		}
+		if err := s.handBack(ctx, back); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.account(ctx, objs); err != nil {
 		return nil, err
 	}
@@ -316,11 +339,14 @@ func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.A
 	ao.Namespace = s.o.Namespace
 	ao.Inventory, ao.Prune = nil, false
 	ao.TakeOver = s.o.Mode == Replace
-	res, err := s.c.Apply(ctx, objs, ao)
-	if err != nil {
-		return res, err
+	res := &cluster.Result{}
+	if len(objs) > 0 {
+		if res, err = s.c.Apply(ctx, objs, ao); err != nil {
+			return res, err
+		}
 	}
-	deleted, err := s.prune(ctx, objs)
+	res.Changes = append(res.Changes, left...)
+	deleted, err := s.prune(ctx, objs, rendered)
 	res.Changes = append(res.Changes, deleted...)
 	return res, err
 }
@@ -595,16 +621,17 @@ func (s *Session) getAll(ctx context.Context, objs []cluster.Object) ([]*unstruc
 	return out, g.Wait()
 }
 
-// prune deletes what the previous apply had and this one has not (unless
-// another session holds it now), and makes this set the inventory.
-func (s *Session) prune(ctx context.Context, objs []cluster.Object) ([]cluster.Change, error) {
-	current := make([]cluster.Ref, 0, len(objs))
-	for _, o := range objs {
+// prune deletes what the previous apply had and this render has not
+// (unless another session holds it now), and makes what was applied the
+// inventory.
+func (s *Session) prune(ctx context.Context, applied, rendered []cluster.Object) ([]cluster.Change, error) {
+	current := make([]cluster.Ref, 0, len(applied))
+	for _, o := range applied {
 		current = append(current, cluster.RefOf(o.Unstructured))
 	}
 	var stale []*unstructured.Unstructured
 	for _, ref := range s.rec.Applied {
-		if slices.ContainsFunc(current, func(c cluster.Ref) bool { return sameObject(c, ref) }) {
+		if slices.ContainsFunc(rendered, func(o cluster.Object) bool { return sameObject(cluster.RefOf(o.Unstructured), ref) }) {
 			continue
 		}
 		live, err := getRef(ctx, s.c.Kube(), ref)

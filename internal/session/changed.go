@@ -1,0 +1,277 @@
+package session
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"sluice.dev/sluice/internal/cluster"
+)
+
+// HandedBack is the action of an object the session held and gave back
+// to its owner, the working tree rendering it as it was before the
+// session.
+const HandedBack cluster.Action = "handed back"
+
+// split divides a Replace session's render into what it applies and what
+// it leaves to GitOps. An object the session does not hold is left alone
+// when a server-side dry run shows it live as rendered: not applied, not
+// marked, not recorded, so git's later changes reach it as usual; once
+// left alone it is looked at again only when its render changes, so that
+// git changing it on the cluster is not taken for the developer's
+// change. An object the session holds is handed back when the working
+// tree renders it as it was before the session.
+func (s *Session) split(ctx context.Context, objs []cluster.Object) (apply []cluster.Object, left []cluster.Change, back []cluster.Ref, err error) {
+	if s.untouched == nil {
+		s.untouched = map[string]string{}
+	}
+	var ask []cluster.Object
+	sums := make(map[string]string, len(objs))
+	for _, o := range objs {
+		ref := cluster.RefOf(o.Unstructured)
+		k := refKey(ref)
+		sums[k] = renderSum(o.Unstructured)
+		switch {
+		case s.rec.created(ref):
+			apply = append(apply, o)
+		case s.rec.saved(ref) != nil:
+			if within(o.Unstructured, s.rec.saved(ref).Object) {
+				back = append(back, ref)
+				left = append(left, cluster.Change{Ref: ref, Action: HandedBack, Origin: o.Origin})
+				continue
+			}
+			apply = append(apply, o)
+		case s.untouched[k] == sums[k]:
+			left = append(left, cluster.Change{Ref: ref, Action: cluster.Unchanged, Origin: o.Origin})
+		default:
+			ask = append(ask, o)
+		}
+	}
+	if len(ask) > 0 {
+		res, err := s.c.Diff(ctx, cloneObjects(ask), cluster.DiffOptions{Namespace: s.o.Namespace})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		same := map[string]bool{}
+		for _, ch := range res.Changes {
+			if ch.Action == cluster.Unchanged {
+				same[refKey(ch.Ref)] = true
+			}
+		}
+		for _, o := range ask {
+			ref := cluster.RefOf(o.Unstructured)
+			if same[refKey(ref)] {
+				left = append(left, cluster.Change{Ref: ref, Action: cluster.Unchanged, Origin: o.Origin})
+				continue
+			}
+			apply = append(apply, o)
+		}
+	}
+	// What is left alone now is remembered as rendered; what the session
+	// applies or hands back is not (a hand-back is checked again by the
+	// dry run, against git's state).
+	s.untouched = map[string]string{}
+	for _, ch := range left {
+		if ch.Action == cluster.Unchanged {
+			s.untouched[refKey(ch.Ref)] = sums[refKey(ch.Ref)]
+		}
+	}
+	return apply, left, back, nil
+}
+
+// handBack gives held objects back to their owners during the session:
+// each is put back as it was before (its managed fields too, so the
+// owner's controller owns its fields again, and without the session's
+// marks), the owners left with nothing of the session's are resumed, and
+// the record forgets them.
+func (s *Session) handBack(ctx context.Context, refs []cluster.Ref) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	other := func(u *unstructured.Unstructured) bool {
+		by := u.GetAnnotations()[annotationSession]
+		return by != "" && by != s.o.Name
+	}
+	is := func(ref cluster.Ref) func(cluster.Ref) bool {
+		return func(c cluster.Ref) bool { return sameObject(c, ref) }
+	}
+	for _, ref := range refs {
+		sv := s.rec.saved(ref)
+		if _, err := restoreObject(ctx, s.c.Kube(), *sv, other); err != nil {
+			return fmt.Errorf("handing back %s: %w", ref.Subject(), err)
+		}
+		s.rec.Saved = slices.DeleteFunc(s.rec.Saved, func(v Saved) bool { return sameObject(v.Ref, ref) })
+		s.rec.Applied = slices.DeleteFunc(s.rec.Applied, is(ref))
+		for i := range s.rec.Owners {
+			s.rec.Owners[i].Objects = slices.DeleteFunc(s.rec.Owners[i].Objects, is(ref))
+		}
+	}
+	// An owner whose objects were marked one by one is done with when
+	// none is left; any other owner when the session holds nothing.
+	holdsNothing := len(s.rec.Saved) == 0 && len(s.rec.Created) == 0
+	var keep []Owner
+	for _, o := range s.rec.Owners {
+		if holdsNothing || o.How == HowObjects && len(o.Objects) == 0 {
+			if err := resume(ctx, s.c.Kube(), o, s.o.Name); err != nil {
+				return err
+			}
+			continue
+		}
+		keep = append(keep, o)
+	}
+	s.rec.Owners = keep
+	if err := s.store.write(ctx, s.rec); err != nil {
+		return err
+	}
+	s.published()
+	return nil
+}
+
+// within reports whether every field the render sets holds the same
+// value in the saved state (what the owner had applied): lists compare
+// element by element, the saved state may hold more (defaults, fields
+// other tools set).
+func within(rendered *unstructured.Unstructured, saved json.RawMessage) bool {
+	var have map[string]any
+	if json.Unmarshal(saved, &have) != nil {
+		return false
+	}
+	want := rendered.DeepCopy().Object
+	// Sluice's digest of the render is its own bookkeeping.
+	unstructured.RemoveNestedField(want, "metadata", "annotations", cluster.AnnotationApplied)
+	return cluster.Subset(setOnly(want), have)
+}
+
+// setOnly is what a render sets: without nulls (creationTimestamp: null)
+// and the maps left empty.
+func setOnly(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			e = setOnly(e)
+			if m, ok := e.(map[string]any); e == nil || ok && len(m) == 0 {
+				continue
+			}
+			out[k] = e
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = setOnly(e)
+		}
+		return out
+	}
+	return v
+}
+
+func refKey(r cluster.Ref) string { return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }
+
+// renderSum identifies an object as rendered.
+func renderSum(u *unstructured.Unstructured) string {
+	data, _ := json.Marshal(u.Object)
+	sum := sha256.Sum256(data)
+	return string(sum[:])
+}
+
+func cloneObjects(objs []cluster.Object) []cluster.Object {
+	out := make([]cluster.Object, len(objs))
+	for i, o := range objs {
+		out[i] = cluster.Object{Unstructured: o.DeepCopy(), Origin: o.Origin}
+	}
+	return out
+}
+
+// gitRevision is the revision of git an owner's controller would apply
+// now: a Flux Kustomization's source's artifact (it moves while the
+// Kustomization is suspended too), an Argo CD Application's compared
+// revision. "" when there is none to read.
+func gitRevision(ctx context.Context, s *Session, owner *unstructured.Unstructured) string {
+	switch owner.GetKind() {
+	case fluxKustomization.Kind:
+		kind, _, _ := unstructured.NestedString(owner.Object, "spec", "sourceRef", "kind")
+		name, _, _ := unstructured.NestedString(owner.Object, "spec", "sourceRef", "name")
+		ns, _, _ := unstructured.NestedString(owner.Object, "spec", "sourceRef", "namespace")
+		if ns == "" {
+			ns = owner.GetNamespace()
+		}
+		if kind == "" || name == "" {
+			return ""
+		}
+		src, err := getRef(ctx, s.c.Kube(), cluster.Ref{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: kind, Namespace: ns, Name: name})
+		if err != nil {
+			return ""
+		}
+		rev, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "revision")
+		return rev
+	case argoApplication.Kind:
+		rev, _, _ := unstructured.NestedString(owner.Object, "status", "sync", "revision")
+		if rev == "" {
+			revs, _, _ := unstructured.NestedStringSlice(owner.Object, "status", "sync", "revisions")
+			if len(revs) > 0 {
+				rev = revs[0]
+			}
+		}
+		return rev
+	}
+	return ""
+}
+
+// checkRevisions says, once per new revision, when git moved for an
+// owner whose objects the session holds: those objects keep the
+// developer's copy, and git's changes to them wait.
+func (s *Session) checkRevisions(ctx context.Context, owners []Owner) {
+	for _, o := range owners {
+		if o.Revision == "" {
+			continue
+		}
+		u, err := getRef(ctx, s.c.Kube(), o.Ref)
+		if err != nil {
+			continue
+		}
+		rev := gitRevision(ctx, s, u)
+		if rev == "" || rev == o.Revision || s.announced[o.Ref.String()+"@"+rev] {
+			continue
+		}
+		if s.announced == nil {
+			s.announced = map[string]bool{}
+		}
+		s.announced[o.Ref.String()+"@"+rev] = true
+		held := o.Objects
+		if o.How != HowObjects {
+			for _, sv := range s.Record().Saved {
+				held = append(held, sv.Ref)
+			}
+		}
+		names := make([]string, 0, len(held))
+		for _, r := range held {
+			names = append(names, r.String())
+		}
+		msg := fmt.Sprintf("git moved: %s now deploys %s (the session started at %s); the session holds %s, so git's changes to %s wait: your tree may be behind (git pull), and stopping the session hands %s back",
+			o.Ref.Subject(), rev, o.Revision, joinNames(names), them(len(names)), them(len(names)))
+		select {
+		case s.notices <- msg:
+		default:
+		}
+	}
+}
+
+func joinNames(names []string) string {
+	if len(names) == 0 {
+		return "objects of it"
+	}
+	return strings.Join(names, ", ")
+}
+
+func them(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
