@@ -72,14 +72,12 @@ func (s *Session) split(ctx context.Context, objs []cluster.Object) (apply []clu
 			apply = append(apply, o)
 		}
 	}
-	// What is left alone now is remembered as rendered; what the session
-	// applies or hands back is not (a hand-back is checked again by the
-	// dry run, against git's state).
+	// What is left alone or handed back now is remembered as rendered:
+	// until the developer changes its render, git moving it on the
+	// cluster (the owner reconciling what it got back) is git's business.
 	s.untouched = map[string]string{}
 	for _, ch := range left {
-		if ch.Action == cluster.Unchanged {
-			s.untouched[refKey(ch.Ref)] = sums[refKey(ch.Ref)]
-		}
+		s.untouched[refKey(ch.Ref)] = sums[refKey(ch.Ref)]
 	}
 	return apply, left, back, nil
 }

@@ -135,6 +135,12 @@ func TestASessionTakesOverOnlyWhatTheTreeChanges(t *testing.T) {
 		return ""
 	})
 	ownedByFlux(t, get(t, f.c, "v1", "ConfigMap", f.ns, "settings"), "kustomize-controller", "f:data", "f:color")
+	// A save of another file does not take git's newer settings back to
+	// the developer's older copy: its render did not change.
+	write(t, dir, map[string]string{"other.yaml": fleet["apps/other.yaml"] + "# a comment\n"})
+	if it := h.ok(t); it.Result.Changed() || data("settings")["size"] != "large" {
+		t.Errorf("a save elsewhere: %s, settings %v", changes(it), data("settings"))
+	}
 
 	// (3) Edited again, then the session stops: the object is git's and
 	// kustomize-controller's again, no mark left, the other object kept.
