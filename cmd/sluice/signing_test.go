@@ -141,7 +141,8 @@ func TestAProtectedBranchThatRequiresSignedCommitsTakesSignedHydrations(t *testi
 	}
 }
 
-// `sluice hydrate --trusted-root` checks keyless signatures of the images
+// `sluice hydrate --trusted-root` checks keyless signatures (here a
+// cosign 3 bundle) of the images
 // whose rule has verify.keyless: the identity comes from the rule, the
 // trusted root from the flag (Sigstore's public instance without it).
 func TestHydrateVerifiesKeylessImageSignatures(t *testing.T) {
@@ -161,7 +162,8 @@ func TestHydrateVerifiesKeylessImageSignatures(t *testing.T) {
 	os.WriteFile(filepath.Join(syncs, "web.yaml"), []byte("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: web}\nspec:\n  source: {repo: "+app+", path: k}\n  destination: {repo: "+dst+", branch: env/dev, path: apps/web}\n"+
 		"  images:\n  - name: "+reg.Host+"/team/web\n    verify: {provider: cosign, keyless: {issuer: https://token.actions.githubusercontent.com, subject: \""+workflow+"\"}}\n"), 0o644)
 	ss := testenv.NewSigstore(t)
-	ss.Sign(t, reg, "team/web", digest, testenv.Keyless{Issuer: "https://token.actions.githubusercontent.com", Subject: workflow})
+	// As cosign 3 signs: a Sigstore bundle referring to the digest.
+	ss.SignBundle(t, reg, "team/web", digest, testenv.Keyless{Issuer: "https://token.actions.githubusercontent.com", Subject: workflow})
 	root := filepath.Join(t.TempDir(), "trusted_root.json")
 	os.WriteFile(root, ss.TrustedRoot(t), 0o644)
 	cache := t.TempDir()

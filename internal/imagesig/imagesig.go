@@ -128,6 +128,14 @@ func (p *Policy) key() string {
 	return b.String()
 }
 
+// name says whose key a key-based signature verified with.
+func (p *Policy) name() string {
+	if p.Name == "" {
+		return "a trusted key"
+	}
+	return p.Name
+}
+
 func (p *Policy) root() *TrustedRoot {
 	if p.Root == nil {
 		return PublicGood()
@@ -189,24 +197,48 @@ func VerifyCosign(ctx context.Context, reg *registry.Client, repo, digest string
 	if !ok {
 		return "", fmt.Errorf("digest %s: not sha256", digest)
 	}
+	// cosign 2 writes a signature image under a tag; cosign 3 a Sigstore
+	// bundle referring to the digest (OCI referrers).
+	by, seen, err := verifyTagged(ctx, reg, repo, digest, hexDigest, p)
+	if by != "" || err != nil {
+		return by, err
+	}
+	by, more, err := verifyBundles(ctx, reg, repo, digest, p)
+	if by != "" || err != nil {
+		return by, err
+	}
+	seen = append(seen, more...)
+	if len(seen) == 0 {
+		return "", fmt.Errorf("no cosign signature (neither %s:sha256-%s.sig nor a Sigstore bundle referring to %s)", repo, hexDigest, digest)
+	}
+	trusted := "a trusted key"
+	if p.Identity != nil {
+		trusted = p.Identity.String()
+	}
+	return "", fmt.Errorf("no cosign signature by %s: %s holds %s", trusted, repo, strings.Join(seen, "; "))
+}
+
+// verifyTagged checks the signatures of the tag sha256-<hex>.sig, as
+// cosign 2 writes them: whose signature verified, or what was seen.
+func verifyTagged(ctx context.Context, reg *registry.Client, repo, digest, hexDigest string, p *Policy) (string, []string, error) {
 	ref, err := reg.ParseReference(repo + ":sha256-" + hexDigest + ".sig")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	img, err := reg.Image(ctx, ref)
 	if err != nil {
 		if errors.Is(err, registry.ErrNotFound) || strings.Contains(err.Error(), "MANIFEST_UNKNOWN") || strings.Contains(err.Error(), "NAME_UNKNOWN") {
-			return "", fmt.Errorf("no cosign signature (%s)", ref)
+			return "", nil, nil
 		}
-		return "", fmt.Errorf("reading its signatures %s: %w", ref, err)
+		return "", nil, fmt.Errorf("reading its signatures %s: %w", ref, err)
 	}
 	m, err := img.Manifest()
 	if err != nil {
-		return "", fmt.Errorf("reading its signatures %s: %w", ref, err)
+		return "", nil, fmt.Errorf("reading its signatures %s: %w", ref, err)
 	}
 	layers, err := img.Layers()
 	if err != nil {
-		return "", fmt.Errorf("reading its signatures %s: %w", ref, err)
+		return "", nil, fmt.Errorf("reading its signatures %s: %w", ref, err)
 	}
 	var seen []string
 	for i, desc := range m.Layers {
@@ -217,27 +249,22 @@ func VerifyCosign(ctx context.Context, reg *registry.Client, repo, digest string
 		if err != nil || len(sig) == 0 {
 			continue
 		}
-		rc, err := layers[i].Compressed()
+		data, err := readLayer(layers[i])
 		if err != nil {
-			return "", fmt.Errorf("reading signature %d of %s: %w", i, ref, err)
+			if errors.Is(err, errTooLarge) {
+				seen = append(seen, "one too large to read")
+				continue
+			}
+			return "", nil, fmt.Errorf("reading signature %d of %s: %w", i, ref, err)
 		}
-		data, err := io.ReadAll(io.LimitReader(rc, maxPayload+1))
-		rc.Close()
-		if err != nil {
-			return "", fmt.Errorf("reading signature %d of %s: %w", i, ref, err)
-		}
-		if len(data) > maxPayload {
-			seen = append(seen, "one too large to read")
-			continue
-		}
-		by := p.Name
+		by := p.name()
 		if p.Identity != nil {
 			signer, err := verifyKeyless(p.root(), p.Identity, desc.Annotations, data, sig)
 			if err != nil {
 				seen = append(seen, err.Error())
 				continue
 			}
-			by = "keyless, " + signer.Subject + " (issuer " + signer.Issuer + ")"
+			by = signer.String()
 		} else if !verifiedBy(p.Keys, data, sig) {
 			seen = append(seen, "one by another key")
 			continue
@@ -251,16 +278,31 @@ func VerifyCosign(ctx context.Context, reg *registry.Client, repo, digest string
 			seen = append(seen, "one for "+pl.Critical.Image.Digest)
 			continue
 		}
-		return by, nil
+		return by, nil, nil
 	}
 	if len(seen) == 0 {
-		return "", fmt.Errorf("no cosign signature (%s holds none)", ref)
+		seen = append(seen, "an empty "+ref.String())
 	}
-	trusted := "a trusted key"
-	if p.Identity != nil {
-		trusted = p.Identity.String()
+	return "", seen, nil
+}
+
+var errTooLarge = errors.New("too large to read")
+
+// readLayer reads a signature layer, bounded.
+func readLayer(l interface{ Compressed() (io.ReadCloser, error) }) ([]byte, error) {
+	rc, err := l.Compressed()
+	if err != nil {
+		return nil, err
 	}
-	return "", fmt.Errorf("no cosign signature by %s: %s holds %s", trusted, ref, strings.Join(seen, "; "))
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxPayload+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxPayload {
+		return nil, errTooLarge
+	}
+	return data, nil
 }
 
 // verifiedBy reports whether sig over data verifies with one of keys,

@@ -107,6 +107,9 @@ type Signer struct {
 	Issuer  string
 }
 
+// String is how a keyless signer is recorded.
+func (s Signer) String() string { return "keyless, " + s.Subject + " (issuer " + s.Issuer + ")" }
+
 // certIdentity reads a Fulcio certificate's OIDC issuer and subjects.
 func certIdentity(cert *x509.Certificate) (issuer string, subjects []string) {
 	for _, e := range cert.Extensions {
@@ -147,10 +150,10 @@ func (r *TrustedRoot) verifySET(body string, integrated, index int64, logID stri
 	t := time.Unix(integrated, 0)
 	log, ok := r.tlogs[logID]
 	if !ok {
-		return t, fmt.Errorf("its Rekor entry is in log %s, which the trusted root does not list", short(logID))
+		return t, fmt.Errorf("Rekor entry is in log %s, which the trusted root does not list", short(logID))
 	}
 	if !log.validAt(t) {
-		return t, fmt.Errorf("its Rekor entry is dated %s, when the key of log %s was not valid", t.UTC().Format(time.RFC3339), log.url)
+		return t, fmt.Errorf("Rekor entry is dated %s, when the key of log %s was not valid", t.UTC().Format(time.RFC3339), log.url)
 	}
 	canonical, _ := json.Marshal(struct {
 		Body           string `json:"body"`
@@ -159,7 +162,7 @@ func (r *TrustedRoot) verifySET(body string, integrated, index int64, logID stri
 		LogIndex       int64  `json:"logIndex"`
 	}{body, integrated, logID, index})
 	if !verifyDigest(log.key, canonical, set) {
-		return t, fmt.Errorf("its Rekor entry %d does not carry a valid signed entry timestamp of %s", index, log.url)
+		return t, fmt.Errorf("Rekor entry %d does not carry a valid signed entry timestamp of %s", index, log.url)
 	}
 	return t, nil
 }
@@ -184,9 +187,9 @@ func (r *TrustedRoot) verifyChain(cert *x509.Certificate, extra []*x509.Certific
 		last = err
 	}
 	if last == nil {
-		return nil, fmt.Errorf("no trusted certificate authority was valid at %s", t.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("certificate was logged at %s, when no trusted certificate authority was valid", t.UTC().Format(time.RFC3339))
 	}
-	return nil, fmt.Errorf("its certificate was not issued by a trusted certificate authority: %w", last)
+	return nil, fmt.Errorf("certificate was not issued by a trusted certificate authority: %w", last)
 }
 
 // verifySCT checks that a certificate authority logged the certificate
@@ -204,21 +207,21 @@ func (r *TrustedRoot) verifySCT(cert, issuer *x509.Certificate) error {
 		}
 	}
 	if raw == nil {
-		return errors.New("its certificate carries no signed certificate timestamp (it was not logged for transparency)")
+		return errors.New("certificate carries no signed certificate timestamp (it was not logged for transparency)")
 	}
 	var list []byte
 	if _, err := asn1.Unmarshal(raw, &list); err != nil {
-		return fmt.Errorf("its certificate's timestamps: %w", err)
+		return fmt.Errorf("certificate's timestamps cannot be read: %w", err)
 	}
 	tbs, err := tbsWithoutSCT(cert.RawTBSCertificate)
 	if err != nil {
-		return fmt.Errorf("its certificate: %w", err)
+		return fmt.Errorf("certificate cannot be read: %w", err)
 	}
 	issuerHash := sha256.Sum256(issuer.RawSubjectPublicKeyInfo)
 	s := cryptobyte.String(list)
 	var scts cryptobyte.String
 	if !s.ReadUint16LengthPrefixed(&scts) {
-		return errors.New("its certificate's timestamps cannot be read")
+		return errors.New("certificate's timestamps cannot be read")
 	}
 	for !scts.Empty() {
 		var sct cryptobyte.String
@@ -230,7 +233,7 @@ func (r *TrustedRoot) verifySCT(cert, issuer *x509.Certificate) error {
 		if !scts.ReadUint16LengthPrefixed(&sct) || !sct.ReadUint8(&version) || !sct.ReadBytes(&logID, 32) ||
 			!sct.ReadUint64(&ts) || !sct.ReadUint16LengthPrefixed(&exts) || !sct.ReadUint8(&hashAlg) ||
 			!sct.ReadUint8(&sigAlg) || !sct.ReadUint16LengthPrefixed(&sig) {
-			return errors.New("its certificate's timestamps cannot be read")
+			return errors.New("certificate's timestamps cannot be read")
 		}
 		log, ok := r.ctlogs[hex.EncodeToString(logID)]
 		if !ok || version != 0 || !log.validAt(time.UnixMilli(int64(ts))) {
@@ -252,7 +255,7 @@ func (r *TrustedRoot) verifySCT(cert, issuer *x509.Certificate) error {
 			return nil
 		}
 	}
-	return errors.New("no signed certificate timestamp of its certificate verifies with a trusted certificate transparency log")
+	return errors.New("certificate has no signed certificate timestamp that verifies with a trusted certificate transparency log")
 }
 
 // tbsWithoutSCT is a TBSCertificate as the CA logged it, before the SCTs
@@ -379,11 +382,18 @@ func verifyKeyless(root *TrustedRoot, id *Identity, annotations map[string]strin
 	if err := entryMatches(p.Body, cert, data, sig); err != nil {
 		return Signer{}, fmt.Errorf("one whose Rekor entry %d %w", p.LogIndex, err)
 	}
-	issuer, err := root.verifyChain(cert, extra, t)
+	return root.checkCertificate(id, cert, extra, t)
+}
+
+// checkCertificate checks a signing certificate at the time a log gave:
+// issued by a trusted authority, logged for transparency, and to the
+// identity trusted.
+func (r *TrustedRoot) checkCertificate(id *Identity, cert *x509.Certificate, extra []*x509.Certificate, t time.Time) (Signer, error) {
+	issuer, err := r.verifyChain(cert, extra, t)
 	if err != nil {
 		return Signer{}, fmt.Errorf("one whose %w", err)
 	}
-	if err := root.verifySCT(cert, issuer); err != nil {
+	if err := r.verifySCT(cert, issuer); err != nil {
 		return Signer{}, fmt.Errorf("one whose %w", err)
 	}
 	iss, subjects := certIdentity(cert)

@@ -290,3 +290,88 @@ func BenchmarkSignatureCheck(b *testing.B) {
 		}
 	})
 }
+
+// cosign 3 attaches a Sigstore bundle as an OCI referrer instead of the
+// .sig tag: the same checks hold.
+func TestCosign3Bundles(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	c := registry.New()
+	ctx := context.Background()
+	ss := testenv.NewSigstore(t)
+	root, err := ParseTrustedRoot(ss.TrustedRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workflow, _ := NewIdentity(ghIssuer, "", ghWorkflow, "")
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	keys, _ := ParseKeys(testenv.CosignPublicKey(t, key))
+	keyless := &Policy{Identity: workflow, Root: root}
+	keyed := &Policy{Keys: keys, Name: "key of Secret ci"}
+	ci := testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow}
+	cases := []struct {
+		name string
+		sign func(digest string)
+		pol  *Policy
+		want string
+		ok   bool
+	}{
+		{"keyless, the workflow trusted", func(d string) { ss.SignBundle(t, reg, "team/web", d, ci) }, keyless, "keyless, " + ghWorkflow, true},
+		{"with a key", func(d string) { testenv.CosignSignBundle(t, reg, "team/web", d, d, key) }, keyed, "key of Secret ci", true},
+		{"another workflow", func(d string) {
+			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: "https://github.com/fork/web/.github/workflows/release.yml@refs/heads/main"})
+		}, keyless, "a bundle by https://github.com/fork/web/", false},
+		{"no log entry", func(d string) { ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, NoBundle: true}) }, keyless, "without a transparency log entry", false},
+		{"a log promise for another entry", func(d string) { ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, BadSET: true}) }, keyless, "valid signed entry timestamp", false},
+		{"signed with a key, checked keylessly", func(d string) { testenv.CosignSignBundle(t, reg, "team/web", d, d, key) }, keyless, "without a certificate", false},
+		{"by another key", func(d string) { ss.SignBundle(t, reg, "team/web", d, ci) }, keyed, "a bundle by another key", false},
+		{"a statement of another digest", func(d string) {
+			other := reg.Push(t, "team/web:elsewhere")
+			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, SignedDigest: other})
+		}, keyless, "a bundle for sha256:", false},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := reg.Push(t, "team/web:b"+strconv.Itoa(i))
+			tc.sign(d)
+			by, err := VerifyCosign(ctx, c, reg.Host+"/team/web", d, tc.pol)
+			if tc.ok {
+				if err != nil || !strings.Contains(by, tc.want) {
+					t.Fatalf("got %q, %v; want %q", by, err, tc.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %q, %v; want an error saying %q", by, err, tc.want)
+			}
+		})
+	}
+}
+
+// The real public bundle (an intoto entry with a certificate chain)
+// passes verifyBundle whole under the public root and the workflow's
+// identity; its statement is SLSA provenance, not an image signature.
+func TestARealPublicBundleVerifiesWhole(t *testing.T) {
+	data, err := os.ReadFile("testdata/sigstore-go/bundle-provenance.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := NewIdentity(ghIssuer, "", "https://github.com/sigstore/sigstore-js/.github/workflows/release.yml@refs/heads/main", "")
+	payload, by, err := verifyBundle(&Policy{Identity: id}, data)
+	if err != nil || by != "keyless, https://github.com/sigstore/sigstore-js/.github/workflows/release.yml@refs/heads/main (issuer "+ghIssuer+")" {
+		t.Fatalf("%q, %v", by, err)
+	}
+	if err := imageStatement(payload, "sha256:00"); err == nil || !strings.Contains(err.Error(), "of an attestation (https://slsa.dev/provenance/") {
+		t.Errorf("the statement: %v", err)
+	}
+	other, _ := NewIdentity(ghIssuer, "", "https://github.com/sigstore/sigstore-js/.github/workflows/other.yml@refs/heads/main", "")
+	if _, _, err := verifyBundle(&Policy{Identity: other}, data); err == nil || !strings.Contains(err.Error(), "not the identity trusted") {
+		t.Errorf("another identity: %v", err)
+	}
+	tampered := strings.Replace(string(data), `"integratedTime":"1681839912"`, `"integratedTime":"1681839913"`, 1)
+	if tampered == string(data) {
+		t.Fatal("the fixture changed")
+	}
+	if _, _, err := verifyBundle(&Policy{Identity: id}, []byte(tampered)); err == nil || !strings.Contains(err.Error(), "signed entry timestamp") {
+		t.Errorf("a changed log time: %v", err)
+	}
+}

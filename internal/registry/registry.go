@@ -316,3 +316,32 @@ func memo[T any](ctx context.Context, c *Client, m map[string]*call[T], key stri
 	<-cl.done
 	return cl.val, cl.err
 }
+
+// Referrers lists the manifests that name repo@digest as their subject
+// and are of artifactType: from the registry's referrers API, or the
+// referrers tag (sha256-<hex>) where it has none. None is no error.
+func (c *Client) Referrers(ctx context.Context, repo, digest, artifactType string) ([]v1.Descriptor, error) {
+	d, err := name.NewDigest(repo+"@"+digest, c.nameOptions(repo)...)
+	if err != nil {
+		return nil, err
+	}
+	opts := append(c.Options(ctx), remote.WithFilter("artifactType", artifactType))
+	idx, err := remote.Referrers(d, opts...)
+	if err != nil {
+		if errors.Is(classify(d.String(), err), ErrNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing what refers to %s: %w", d, err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("listing what refers to %s: %w", d, err)
+	}
+	var out []v1.Descriptor
+	for _, desc := range m.Manifests {
+		if desc.ArtifactType == artifactType {
+			out = append(out, desc)
+		}
+	}
+	return out, nil
+}

@@ -19,6 +19,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Sigstore stands in for a private Sigstore instance in tests: a
@@ -278,3 +284,150 @@ func (s *Sigstore) logEntry(t TB, payload, sig, certPEM []byte, at time.Time, ba
 	}
 	return string(out)
 }
+
+// SignBundle attaches a keyless signature of repo@digest as cosign 3
+// does: a Sigstore bundle (v0.3) holding a DSSE envelope of the in-toto
+// statement https://sigstore.dev/cosign/sign/v1 whose subject is the
+// digest, the signing certificate, and the transparency log's dsse entry
+// with its signed promise, pushed as an OCI referrer of the digest.
+// o.SignedDigest names another subject (a moved signature); o.NoBundle
+// leaves the log entry out.
+func (s *Sigstore) SignBundle(t TB, reg *Registry, repo, digest string, o Keyless) {
+	t.Helper()
+	if o.SignedDigest == "" {
+		o.SignedDigest = digest
+	}
+	at := o.IssuedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	at = at.Truncate(time.Second)
+	key := ecKey(t)
+	cert := s.issue(t, key, o, at)
+	payload, sig := signStatement(t, key, o.SignedDigest)
+	material := map[string]any{"certificate": map[string][]byte{"rawBytes": cert.Raw}}
+	if !o.NoBundle {
+		material["tlogEntries"] = []any{s.dsseEntry(t, payload, sig, cert, at, o.BadSET)}
+	}
+	pushBundle(t, reg, repo, digest, payload, sig, material)
+}
+
+// CosignSignBundle attaches a signature by key of repo@digest as `cosign
+// sign --key` (cosign 3) does: a Sigstore bundle whose verification
+// material is the key's hint.
+func CosignSignBundle(t TB, reg *Registry, repo, digest, signedDigest string, key *ecdsa.PrivateKey) {
+	t.Helper()
+	payload, sig := signStatement(t, key, signedDigest)
+	pushBundle(t, reg, repo, digest, payload, sig, map[string]any{"publicKey": map[string]string{"hint": "cosign.pub"}})
+}
+
+// signStatement signs cosign 3's statement of an image digest in a DSSE
+// envelope: the signature is over the envelope's PAE.
+func signStatement(t TB, key *ecdsa.PrivateKey, digest string) (payload, sig []byte) {
+	t.Helper()
+	payload = fmt.Appendf(nil, `{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"","digest":{"sha256":%q}}],"predicateType":"https://sigstore.dev/cosign/sign/v1","predicate":{}}`, strings.TrimPrefix(digest, "sha256:"))
+	pae := fmt.Appendf(nil, "DSSEv1 %d %s %d %s", len("application/vnd.in-toto+json"), "application/vnd.in-toto+json", len(payload), payload)
+	h := sha256.Sum256(pae)
+	sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return payload, sig
+}
+
+// dsseEntry records a dsse (0.0.1) entry of the envelope and returns it
+// as a bundle's tlogEntries holds it, with the log's signed promise.
+func (s *Sigstore) dsseEntry(t TB, payload, sig []byte, cert *x509.Certificate, at time.Time, bad bool) map[string]any {
+	t.Helper()
+	sum := sha256.Sum256(payload)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": "0.0.1", "kind": "dsse",
+		"spec": map[string]any{
+			"payloadHash": map[string]string{"algorithm": "sha256", "value": hex.EncodeToString(sum[:])},
+			"signatures":  []map[string][]byte{{"signature": sig, "verifier": certPEM}},
+		},
+	})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	logID := sha256.Sum256(pkixDER(t, s.rekorKey))
+	index := s.index.Add(1)
+	canonical, _ := json.Marshal(struct {
+		Body           string `json:"body"`
+		IntegratedTime int64  `json:"integratedTime"`
+		LogID          string `json:"logID"`
+		LogIndex       int64  `json:"logIndex"`
+	}{base64.StdEncoding.EncodeToString(body), at.Unix(), hex.EncodeToString(logID[:]), index})
+	if bad {
+		index++
+	}
+	h := sha256.Sum256(canonical)
+	set, err := ecdsa.SignASN1(rand.Reader, s.rekorKey, h[:])
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return map[string]any{
+		"logIndex": fmt.Sprint(index), "logId": map[string][]byte{"keyId": logID[:]},
+		"kindVersion": map[string]string{"kind": "dsse", "version": "0.0.1"}, "integratedTime": fmt.Sprint(at.Unix()),
+		"inclusionPromise": map[string][]byte{"signedEntryTimestamp": set}, "canonicalizedBody": body,
+	}
+}
+
+// pushBundle pushes a bundle as an OCI referrer of repo@digest, laid out
+// as cosign 3 writes it (the registry's referrers tag updated where it
+// has no referrers API).
+func pushBundle(t TB, reg *Registry, repo, digest string, payload, sig []byte, material map[string]any) {
+	t.Helper()
+	const bundleType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	bundle, err := json.Marshal(map[string]any{
+		"mediaType":            bundleType,
+		"verificationMaterial": material,
+		"dsseEnvelope":         map[string]any{"payload": payload, "payloadType": "application/vnd.in-toto+json", "signatures": []map[string][]byte{{"sig": sig}}},
+	})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	r, err := name.NewRepository(reg.Host + "/" + repo)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	subject, err := remote.Get(r.Digest(digest))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	config := static.NewLayer([]byte("{}"), "application/vnd.oci.empty.v1+json")
+	layer := static.NewLayer(bundle, bundleType)
+	for _, l := range []v1.Layer{config, layer} {
+		if err := remote.WriteLayer(r, l); err != nil {
+			t.Fatalf("%v", err)
+		}
+	}
+	desc := func(l v1.Layer) map[string]any {
+		d, _ := l.Digest()
+		n, _ := l.Size()
+		m, _ := l.MediaType()
+		return map[string]any{"mediaType": m, "digest": d.String(), "size": n}
+	}
+	manifest, err := json.Marshal(map[string]any{
+		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "artifactType": bundleType,
+		"config": desc(config), "layers": []any{desc(layer)},
+		"subject":     map[string]any{"mediaType": subject.MediaType, "digest": subject.Digest.String(), "size": subject.Size},
+		"annotations": map[string]string{"dev.sigstore.bundle.content": "dsse-envelope", "dev.sigstore.bundle.predicateType": "https://sigstore.dev/cosign/sign/v1"},
+	})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	sum := sha256.Sum256(manifest)
+	if err := remote.Put(r.Digest("sha256:"+hex.EncodeToString(sum[:])), rawManifest{manifest, "application/vnd.oci.image.manifest.v1+json"}); err != nil {
+		t.Fatalf("pushing the bundle of %s: %v", digest, err)
+	}
+}
+
+type rawManifest struct {
+	data      []byte
+	mediaType types.MediaType
+}
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.data, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return m.mediaType, nil }
