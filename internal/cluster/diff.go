@@ -3,9 +3,14 @@ package cluster
 import (
 	"context"
 	"encoding/base64"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"sort"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/pmezard/go-difflib/difflib"
@@ -21,6 +26,12 @@ type DiffOptions struct {
 	// Inventory, when set, reports its members the set no longer has as
 	// deleted.
 	Inventory *Inventory
+	// AsApplier compares each object as the server-side applier that
+	// applied it (its one Apply field manager other than Sluice, such as
+	// kustomize-controller) would apply it: a field that applier set and
+	// the object leaves out counts as a change (it would be removed),
+	// where a dry run as Sluice would keep it for its owner.
+	AsApplier bool
 }
 
 // Diff reports what Apply would do, from a server-side dry run of each
@@ -40,7 +51,7 @@ func (c *Client) Diff(ctx context.Context, objs []Object, o DiffOptions) (*Resul
 	g.SetLimit(16)
 	for i, obj := range p.objects {
 		g.Go(func() error {
-			ch, err := c.diffOne(gctx, p, obj)
+			ch, err := c.diffOne(gctx, p, obj, o.AsApplier)
 			changes[i] = ch
 			return err
 		})
@@ -75,9 +86,25 @@ func (c *Client) Diff(ctx context.Context, objs []Object, o DiffOptions) (*Resul
 	return res, nil
 }
 
-func (c *Client) diffOne(ctx context.Context, p *plan, obj Object) (Change, error) {
+func (c *Client) diffOne(ctx context.Context, p *plan, obj Object, asApplier bool) (Change, error) {
 	ref := RefOf(obj.Unstructured)
 	ch := Change{Ref: ref, Origin: obj.Origin}
+	if asApplier && !p.newKinds[ref.GroupKind()] {
+		live, merged, err := c.asApplier(ctx, obj.Unstructured)
+		if err != nil {
+			return ch, p.explain(reachable(c.config, err))
+		}
+		if live != nil {
+			if equality.Semantic.DeepEqual(live.Object, merged.Object) {
+				ch.Action = Unchanged
+				return ch, nil
+			}
+			maskSecret(live)
+			maskSecret(merged)
+			ch.Action, ch.Diff = Configured, unified(live, merged, ref.String())
+			return ch, nil
+		}
+	}
 	// Objects that need the set's own new kinds or namespaces cannot be
 	// dry-run yet: they would be created.
 	if p.newKinds[ref.GroupKind()] {
@@ -188,4 +215,42 @@ func unifiedNamed(from, to *unstructured.Unstructured, fromName, toName string) 
 // namespace and name.
 func SortChanges(cs []Change) {
 	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Ref.String() < cs[j].Ref.String() })
+}
+
+// asApplier dry-runs obj as the one server-side applier of the live
+// object other than Sluice: the live object and the result, cleaned, or
+// nils when there is no live object or no single such applier.
+func (c *Client) asApplier(ctx context.Context, obj *unstructured.Unstructured) (live, merged *unstructured.Unstructured, err error) {
+	live = &unstructured.Unstructured{}
+	live.SetGroupVersionKind(obj.GroupVersionKind())
+	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, err
+	}
+	applier := ""
+	for _, m := range live.GetManagedFields() {
+		if m.Operation != metav1.ManagedFieldsOperationApply || m.Manager == FieldManager || m.Manager == applier {
+			continue
+		}
+		if applier != "" {
+			return nil, nil, nil // two appliers: neither speaks for the object
+		}
+		applier = m.Manager
+	}
+	if applier == "" {
+		return nil, nil, nil
+	}
+	merged = obj.DeepCopy()
+	if a := merged.GetAnnotations(); a != nil {
+		delete(a, annotationApplied) // Sluice's own bookkeeping
+		merged.SetAnnotations(a)
+	}
+	if err := c.client.Patch(ctx, merged, client.Apply, client.FieldOwner(applier), client.ForceOwnership, client.DryRunAll); err != nil {
+		return nil, nil, err
+	}
+	clean(live)
+	clean(merged)
+	return live, merged, nil
 }

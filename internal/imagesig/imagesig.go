@@ -117,6 +117,7 @@ func PolicyFor(v *v1alpha1.ImageVerify, keys Keys, root *TrustedRoot) (*Policy, 
 // key is what a verification by p is remembered under.
 func (p *Policy) key() string {
 	var b strings.Builder
+	b.WriteString(" " + p.Name)
 	for _, k := range p.Keys {
 		der, _ := x509.MarshalPKIXPublicKey(k)
 		b.WriteString(" " + base64.StdEncoding.EncodeToString(der))

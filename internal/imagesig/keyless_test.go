@@ -320,8 +320,12 @@ func TestCosign3Bundles(t *testing.T) {
 		{"another workflow", func(d string) {
 			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: "https://github.com/fork/web/.github/workflows/release.yml@refs/heads/main"})
 		}, keyless, "a bundle by https://github.com/fork/web/", false},
-		{"no log entry", func(d string) { ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, NoBundle: true}) }, keyless, "without a transparency log entry", false},
-		{"a log promise for another entry", func(d string) { ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, BadSET: true}) }, keyless, "valid signed entry timestamp", false},
+		{"no log entry", func(d string) {
+			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, NoBundle: true})
+		}, keyless, "without a transparency log entry", false},
+		{"a log promise for another entry", func(d string) {
+			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, BadSET: true})
+		}, keyless, "valid signed entry timestamp", false},
 		{"signed with a key, checked keylessly", func(d string) { testenv.CosignSignBundle(t, reg, "team/web", d, d, key) }, keyless, "without a certificate", false},
 		{"by another key", func(d string) { ss.SignBundle(t, reg, "team/web", d, ci) }, keyed, "a bundle by another key", false},
 		{"a statement of another digest", func(d string) {

@@ -20,7 +20,9 @@ const HandedBack cluster.Action = "handed back"
 
 // split divides a Replace session's render into what it applies and what
 // it leaves to GitOps. An object the session does not hold is left alone
-// when a server-side dry run shows it live as rendered: not applied, not
+// when a server-side dry run shows it live as rendered (as its applier,
+// kustomize-controller say, would apply it, so that a field the render
+// leaves out counts as a change): not applied, not
 // marked, not recorded, so git's later changes reach it as usual; once
 // left alone it is looked at again only when its render changes, so that
 // git changing it on the cluster is not taken for the developer's
@@ -53,7 +55,7 @@ func (s *Session) split(ctx context.Context, objs []cluster.Object) (apply []clu
 		}
 	}
 	if len(ask) > 0 {
-		res, err := s.c.Diff(ctx, cloneObjects(ask), cluster.DiffOptions{Namespace: s.o.Namespace})
+		res, err := s.c.Diff(ctx, cloneObjects(ask), cluster.DiffOptions{Namespace: s.o.Namespace, AsApplier: true})
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -142,16 +142,19 @@ func TestASessionTakesOverOnlyWhatTheTreeChanges(t *testing.T) {
 		t.Errorf("a save elsewhere: %s, settings %v", changes(it), data("settings"))
 	}
 
-	// (3) Edited again, then the session stops: the object is git's and
-	// kustomize-controller's again, no mark left, the other object kept.
-	write(t, dir, map[string]string{"settings.yaml": strings.Replace(fleet["apps/settings.yaml"], "color: blue", "color: green", 1)})
-	if it := h.ok(t); it.Result.Count(cluster.Configured) != 1 || data("settings")["color"] != "green" {
-		t.Errorf("edited again: %s", changes(it))
+	// (3) Edited again, by removing a label git sets (a removal is an
+	// edit too: compared as kustomize-controller would apply it), then
+	// the session stops: the object is git's and kustomize-controller's
+	// again, no mark left, the other object kept.
+	tier := func() string { return get(t, f.c, "v1", "ConfigMap", f.ns, "settings").GetLabels()["tier"] }
+	write(t, dir, map[string]string{"settings.yaml": strings.Replace(fleet["apps/settings.yaml"], ", labels: {tier: gold}", "", 1)})
+	if it := h.ok(t); it.Result.Count(cluster.Configured) != 1 || tier() != "" {
+		t.Errorf("a label removed: %s, tier %q", changes(it), tier())
 	}
 	h.stop(t)
 	f.eventually(30*time.Second, func() string {
-		if d := data("settings"); d["color"] != "blue" || d["size"] != "large" {
-			return fmt.Sprintf("settings after the stop: %v", d)
+		if d := data("settings"); d["color"] != "blue" || d["size"] != "large" || tier() != "gold" {
+			return fmt.Sprintf("settings after the stop: %v, tier %q", d, tier())
 		}
 		return ""
 	})
