@@ -122,6 +122,8 @@ func TestSyncsPageListsFiltersPagesAndUpdatesLive(t *testing.T) {
 	locked := ready(strings.Repeat("e", 40))
 	locked.Conditions[0].Status, locked.Conditions[0].Reason, locked.Conditions[0].Message = metav1.ConditionFalse, v1alpha1.ReasonLocked, "held by alice@laptop until 2026-12-03T18:00:00Z"
 	locked.Lock = &v1alpha1.Takeover{Owner: "alice@laptop", Commit: strings.Repeat("c", 40), Tag: "takeover-alice", Expires: "2026-12-03T18:00:00Z"}
+	locked.Source.SignedBy = "release@example.com (SSH SHA256:abc)"
+	locked.Images[0].Verified = "cosign keyless, https://github.com/team/web/.github/workflows/release.yml@refs/heads/main (issuer https://token.actions.githubusercontent.com)"
 	syncWith(t, c, ns, "held", locked, nil)
 	review := ready(strings.Repeat("b", 40))
 	review.Conditions[0].Status, review.Conditions[0].Reason, review.Conditions[0].Message = metav1.ConditionFalse, v1alpha1.ReasonPullRequestOpen, "proposed in pull request #7, waiting for review"
@@ -196,7 +198,9 @@ func TestSyncsPageListsFiltersPagesAndUpdatesLive(t *testing.T) {
 	// A sync's page: the chain from source to digests, and the lock.
 	do(t, b, chromedp.Navigate(base+"/syncs/"+ns+"/held"), chromedp.WaitVisible(`.chain`))
 	text = run(t, b, chromedp.Text(`main`))
-	for _, want := range []string{"Locked", "Held by alice@laptop until", "takeover-alice", "env/prod · apps/web", "web: registry.example.com/web:1.4.2 → sha256:abab"} {
+	for _, want := range []string{"Locked", "Held by alice@laptop until", "takeover-alice", "env/prod · apps/web", "web: registry.example.com/web:1.4.2 → sha256:abab",
+		"verified: signed by release@example.com (SSH SHA256:abc)",
+		"verified: cosign keyless, https://github.com/team/web/.github/workflows/release.yml@refs/heads/main (issuer https://token.actions.githubusercontent.com)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the sync's page lacks %q:\n%s", want, text)
 		}
