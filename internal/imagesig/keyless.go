@@ -2,10 +2,6 @@ package imagesig
 
 import (
 	"bytes"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/asn1"
@@ -161,7 +157,7 @@ func (r *TrustedRoot) verifySET(body string, integrated, index int64, logID stri
 		LogID          string `json:"logID"`
 		LogIndex       int64  `json:"logIndex"`
 	}{body, integrated, logID, index})
-	if !verifyDigest(log.key, canonical, set) {
+	if !verifiedBy(Keys{log.key}, canonical, set) {
 		return t, fmt.Errorf("Rekor entry %d does not carry a valid signed entry timestamp of %s", index, log.url)
 	}
 	return t, nil
@@ -251,7 +247,7 @@ func (r *TrustedRoot) verifySCT(cert, issuer *x509.Certificate) error {
 		if err != nil {
 			return err
 		}
-		if verifyDigest(log.key, signed, sig) {
+		if verifiedBy(Keys{log.key}, signed, sig) {
 			return nil
 		}
 	}
@@ -430,21 +426,6 @@ func entryMatches(body string, cert *x509.Certificate, data, sig []byte) error {
 		return errors.New("records another certificate")
 	}
 	return nil
-}
-
-// verifyDigest checks a signature over SHA-256 of data by key, as logs
-// sign (ECDSA, RSA PKCS#1 v1.5) or Ed25519 over data itself.
-func verifyDigest(key crypto.PublicKey, data, sig []byte) bool {
-	h := sha256.Sum256(data)
-	switch k := key.(type) {
-	case *ecdsa.PublicKey:
-		return ecdsa.VerifyASN1(k, h[:], sig)
-	case *rsa.PublicKey:
-		return rsa.VerifyPKCS1v15(k, crypto.SHA256, h[:], sig) == nil
-	case ed25519.PublicKey:
-		return ed25519.Verify(k, data, sig)
-	}
-	return false
 }
 
 func short(id string) string {

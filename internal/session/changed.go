@@ -244,10 +244,8 @@ func (s *Session) checkRevisions(ctx context.Context, owners []Owner) {
 		}
 		s.announced[o.Ref.String()+"@"+rev] = true
 		held := o.Objects
-		if o.How != HowObjects {
-			for _, sv := range s.Record().Saved {
-				held = append(held, sv.Ref)
-			}
+		if p := s.held.Load(); o.How != HowObjects && p != nil {
+			held = append(slices.Clone(held), *p...)
 		}
 		names := make([]string, 0, len(held))
 		for _, r := range held {

@@ -499,6 +499,16 @@ func TestAParentKustomizationCannotUndoTheChildsSuspend(t *testing.T) {
 	// git moves; the parent applies the new revision, skipping apps.
 	rev := f.push(map[string]string{"apps/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '2'}\n"}, "other v2")
 	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet", rev)
+	// The session says git moved for the suspended Kustomization whose
+	// object it holds (its source's artifact moves while it is suspended).
+	select {
+	case n := <-s.Notices():
+		if !strings.Contains(n, "git moved: Kustomization/"+f.fluxNS+"/apps now deploys "+rev) || !strings.Contains(n, "/web") {
+			t.Errorf("the notice: %s", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("no notice that git moved for the suspended Kustomization")
+	}
 	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet") // and once more
 	apps = get(t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps")
 	if !suspended(apps) {
@@ -579,6 +589,16 @@ func TestAHelmReleaseIsSuspendedAndHeldAgainstItsParent(t *testing.T) {
 	// and the session's object stays.
 	rev := f.push(map[string]string{"apps/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '2'}\n"}, "other v2")
 	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet", rev)
+	// The session says git moved for the suspended Kustomization whose
+	// object it holds (its source's artifact moves while it is suspended).
+	select {
+	case n := <-s.Notices():
+		if !strings.Contains(n, "git moved: Kustomization/"+f.fluxNS+"/apps now deploys "+rev) || !strings.Contains(n, "/web") {
+			t.Errorf("the notice: %s", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("no notice that git moved for the suspended Kustomization")
+	}
 	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet")
 	f.looked("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
 	if hr = get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.fluxNS, "web"); !suspended(hr) {

@@ -131,6 +131,9 @@ type Session struct {
 	// pauses is what the heartbeat checks still holds: the record's
 	// owners as last written.
 	pauses       atomic.Pointer[[]Owner]
+	// held is what the record had saved as last published: the objects
+	// the session holds, for the heartbeat (which must not wait for mu).
+	held atomic.Pointer[[]cluster.Ref]
 	revertedOnce sync.Once
 	reverted     chan string
 	lastCheck    time.Time
@@ -240,6 +243,11 @@ func (s *Session) Reverted() <-chan string { return s.reverted }
 func (s *Session) published() {
 	owners := slices.Clone(s.rec.Owners)
 	s.pauses.Store(&owners)
+	held := make([]cluster.Ref, 0, len(s.rec.Saved))
+	for _, sv := range s.rec.Saved {
+		held = append(held, sv.Ref)
+	}
+	s.held.Store(&held)
 	var lines []string
 	for _, o := range owners {
 		lines = append(lines, o.Paused())
