@@ -153,7 +153,7 @@ func TestHydrateVerifiesKeylessImageSignatures(t *testing.T) {
 	w := testenv.NewWork(t, app)
 	w.Write(map[string]string{
 		"k/kustomization.yaml": "resources: [deploy.yaml]\n",
-		"k/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: " + reg.Host + "/team/web:v1}]\n",
+		"k/deploy.yaml":        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: " + reg.Host + "/team/web:v1}]\n",
 	}).Commit("init")
 	w.Push("main")
 	dst := srv.CreateRepo(t, "deploy")

@@ -130,10 +130,10 @@ type Session struct {
 	stopAsked atomic.Bool
 	// pauses is what the heartbeat checks still holds: the record's
 	// owners as last written.
-	pauses       atomic.Pointer[[]Owner]
+	pauses atomic.Pointer[[]Owner]
 	// held is what the record had saved as last published: the objects
 	// the session holds, for the heartbeat (which must not wait for mu).
-	held atomic.Pointer[[]cluster.Ref]
+	held         atomic.Pointer[[]cluster.Ref]
 	revertedOnce sync.Once
 	reverted     chan string
 	lastCheck    time.Time
