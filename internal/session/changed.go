@@ -190,8 +190,8 @@ func cloneObjects(objs []cluster.Object) []cluster.Object {
 
 // gitRevision is the revision of git an owner's controller would apply
 // now: a Flux Kustomization's source's artifact (it moves while the
-// Kustomization is suspended too), an Argo CD Application's compared
-// revision. "" when there is none to read.
+// Kustomization is suspended too), a HelmRelease's chart's artifact, an
+// Argo CD Application's compared revision. "" when there is none to read.
 func gitRevision(ctx context.Context, s *Session, owner *unstructured.Unstructured) string {
 	switch owner.GetKind() {
 	case fluxKustomization.Kind:
@@ -205,6 +205,20 @@ func gitRevision(ctx context.Context, s *Session, owner *unstructured.Unstructur
 			return ""
 		}
 		src, err := getRef(ctx, s.c.Kube(), cluster.Ref{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: kind, Namespace: ns, Name: name})
+		if err != nil {
+			return ""
+		}
+		rev, _, _ := unstructured.NestedString(src.Object, "status", "artifact", "revision")
+		return rev
+	case fluxHelmRelease.Kind:
+		// The HelmChart source-controller makes of the chart: its artifact
+		// (0.1.0+<commit> for a chart in git) moves with the source.
+		chart, _, _ := unstructured.NestedString(owner.Object, "status", "helmChart")
+		ns, name, ok := strings.Cut(chart, "/")
+		if !ok {
+			return ""
+		}
+		src, err := getRef(ctx, s.c.Kube(), cluster.Ref{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "HelmChart", Namespace: ns, Name: name})
 		if err != nil {
 			return ""
 		}

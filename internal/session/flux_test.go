@@ -589,15 +589,15 @@ func TestAHelmReleaseIsSuspendedAndHeldAgainstItsParent(t *testing.T) {
 	// and the session's object stays.
 	rev := f.push(map[string]string{"apps/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {v: '2'}\n"}, "other v2")
 	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet", rev)
-	// The session says git moved for the suspended Kustomization whose
-	// object it holds (its source's artifact moves while it is suspended).
+	// The session says git moved for the suspended HelmRelease whose
+	// object it holds (its chart's artifact moves with the commit).
 	select {
 	case n := <-s.Notices():
-		if !strings.Contains(n, "git moved: Kustomization/"+f.fluxNS+"/apps now deploys "+rev) || !strings.Contains(n, "/web") {
+		if !strings.Contains(n, "git moved: HelmRelease/"+f.fluxNS+"/web now deploys 0.1.0+"+strings.TrimPrefix(rev, "main@sha1:")[:12]) || !strings.Contains(n, "configmap/web-config") {
 			t.Errorf("the notice: %s", n)
 		}
 	case <-time.After(30 * time.Second):
-		t.Error("no notice that git moved for the suspended Kustomization")
+		t.Error("no notice that git moved for the suspended HelmRelease")
 	}
 	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "fleet")
 	f.looked("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
