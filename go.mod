@@ -12,6 +12,7 @@ require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/fluxcd/cli-utils v1.3.0
 	github.com/fluxcd/pkg/envsubst v1.7.1
+	github.com/fluxcd/pkg/sourceignore v0.19.0
 	github.com/fluxcd/pkg/ssa v0.78.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/getsops/sops/v3 v3.13.2

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/fluxcd/pkg/envsubst"
+	"github.com/fluxcd/pkg/sourceignore/gitignore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -134,6 +135,8 @@ type Flux struct {
 	Ref  cluster.Ref
 	spec fluxSpec
 	kube client.Client
+	// ignore is the source's spec.ignore, read once.
+	ignore string
 
 	mu   sync.Mutex
 	last Report
@@ -191,6 +194,7 @@ func fluxOf(u *unstructured.Unstructured, kube client.Client) (*Flux, error) {
 	if f.spec.SourceRef.Namespace == "" {
 		f.spec.SourceRef.Namespace = u.GetNamespace()
 	}
+	f.ignore = sourceIgnore(context.Background(), kube, f.spec.SourceRef)
 	return f, nil
 }
 
@@ -293,7 +297,11 @@ func (f *Flux) kustomization(fsys source.FS, dir string, own []byte) ([]byte, er
 			k.BuildMetadata = []string{kusttypes.OriginAnnotations}
 		}
 	} else {
-		resources, err := scanManifests(fsys, dir)
+		ignored, err := ignoreMatcher(fsys, f.ignore)
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading .sourceignore files: %w", where, err)
+		}
+		resources, err := scanManifests(fsys, dir, ignored)
 		if err != nil {
 			return nil, fmt.Errorf("%s: listing the manifests of %s: %w", where, dir, err)
 		}
@@ -348,18 +356,11 @@ func (f *Flux) kustomization(fsys source.FS, dir string, own []byte) ([]byte, er
 	return sigsyaml.Marshal(k)
 }
 
-// sourceIgnored are the paths source-controller leaves out of every
-// artifact (besides .sourceignore files' patterns): kustomize-controller
-// never sees them.
-var sourceIgnored = []string{
-	".github", ".circleci", ".travis.yml", ".gitlab-ci.yml", "appveyor.yml", ".drone.yml",
-	"cloudbuild.yaml", "codeship-services.yml", "codeship-steps.yml", ".goreleaser.yml", ".sops.yaml", ".flux.yaml",
-}
-
 // scanManifests lists, as kustomize-controller does for a folder without
 // a kustomization, every YAML file under dir and every sub-folder holding
-// a kustomization (not descended into), each relative to dir.
-func scanManifests(fsys source.FS, dir string) ([]string, error) {
+// a kustomization (not descended into), each relative to dir; what
+// source-controller leaves out of the artifact (ignored) is not there.
+func scanManifests(fsys source.FS, dir string, ignored gitignore.Matcher) ([]string, error) {
 	var out []string
 	err := source.Walk(context.Background(), fsys, dir, source.WalkOptions{}, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -369,7 +370,7 @@ func scanManifests(fsys source.FS, dir string) ([]string, error) {
 			return nil
 		}
 		name := path.Base(p)
-		if slices.Contains(sourceIgnored, name) || name == ".git" {
+		if name == ".git" || ignored.Match(strings.Split(p, "/"), d.IsDir()) {
 			if d.IsDir() {
 				return fs.SkipDir
 			}

@@ -981,3 +981,54 @@ spec:
 	h.stop(t)
 	sameDump(t, before, snapshot())
 }
+
+// What source-controller leaves out of the artifact (.sourceignore files,
+// the GitRepository's spec.ignore) is not in a session's render of a plain
+// folder either, and what it keeps is: with patterns of its own, its
+// default exclusions (.github/ here) no longer apply. A session on the
+// unchanged tree changes nothing.
+func TestARunLeavesOutWhatSourceControllerIgnores(t *testing.T) {
+	f := startRealFlux(t, map[string]string{
+		".sourceignore":         "# scratch files stay out of the artifact\n/plain/scratch.yaml\n",
+		"plain/.sourceignore":   "*.draft.yaml\n",
+		"plain/web.yaml":        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {v: '1'}\n",
+		"plain/scratch.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: scratch}\ndata: {v: '1'}\n",
+		"plain/next.draft.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: draft}\ndata: {v: '1'}\n",
+		"plain/local/cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: local}\ndata: {v: '1'}\n",
+		"plain/.github/ci.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ci}\ndata: {v: '1'}\n",
+	})
+	f.apply(strings.Replace(fluxFleet, "ref: {branch: main}", "ref: {branch: main}\n  ignore: |\n    /plain/local/", 1) + `---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: plain, namespace: FLUXNS}
+spec:
+  interval: 1m
+  path: ./plain
+  prune: true
+  targetNamespace: NS
+  sourceRef: {kind: GitRepository, name: fleet}
+`)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "plain", f.revision())
+	for _, name := range []string{"scratch", "draft", "local"} {
+		if get(t, f.c, "v1", "ConfigMap", f.ns, name) != nil {
+			t.Fatalf("Flux applied %s, which its source ignores", name)
+		}
+	}
+	if get(t, f.c, "v1", "ConfigMap", f.ns, "ci") == nil {
+		t.Fatal("Flux left out .github/, which patterns of the source's own keep")
+	}
+	h := runSession(t, f.c, RunOptions{Dir: filepath.Join(f.work.Dir, "plain")})
+	if st := <-h.started; st.Owner != "Kustomization "+f.fluxNS+"/plain" {
+		t.Fatalf("started as %q", st.Owner)
+	}
+	it := h.ok(t)
+	if it.Result.Changed() || it.Result.Count(cluster.Unchanged) != 2 {
+		t.Errorf("a session on the unchanged tree: %s", changes(it))
+	}
+	for _, name := range []string{"scratch", "draft", "local"} {
+		if get(t, f.c, "v1", "ConfigMap", f.ns, name) != nil {
+			t.Errorf("the session created %s, which the source ignores", name)
+		}
+	}
+	h.stop(t)
+}
