@@ -237,7 +237,7 @@ func objectsOf(objs []Object) []*unstructured.Unstructured {
 func (c *Client) applyStage(ctx context.Context, p *plan, same []Ref, stage []*unstructured.Unstructured, opts ssa.ApplyOptions, continueOnError bool) ([]Change, error) {
 	var changes []Change
 	for _, ref := range same {
-		changes = append(changes, Change{Ref: ref, Action: Unchanged, Origin: p.origins[ref.key()]})
+		changes = append(changes, Change{Ref: ref, Action: Unchanged, Origin: p.origins[ref.Key()]})
 	}
 	if len(stage) == 0 {
 		return changes, nil
@@ -255,14 +255,14 @@ func (c *Client) applyStage(ctx context.Context, p *plan, same []Ref, stage []*u
 		e, err := c.rm.Apply(ctx, u, opts)
 		ref := RefOf(u)
 		if err != nil {
-			changes = append(changes, Change{Ref: ref, Action: Failed, Origin: p.origins[ref.key()], Error: err.Error()})
+			changes = append(changes, Change{Ref: ref, Action: Failed, Origin: p.origins[ref.Key()], Error: err.Error()})
 			errs = append(errs, p.explain(reachable(c.config, err)))
 			if IsUnreachable(err) {
 				break
 			}
 			continue
 		}
-		changes = append(changes, Change{Ref: ref, Action: Action(e.Action), Origin: p.origins[ref.key()]})
+		changes = append(changes, Change{Ref: ref, Action: Action(e.Action), Origin: p.origins[ref.Key()]})
 	}
 	return changes, errors.Join(errs...)
 }
@@ -279,7 +279,7 @@ func (c *Client) changes(p *plan, cs *ssa.ChangeSet) []Change {
 			ver = ver[i+1:]
 		}
 		ref := Ref{Group: gv.Group, Version: ver, Kind: gv.Kind, Namespace: e.ObjMetadata.Namespace, Name: e.ObjMetadata.Name}
-		out = append(out, Change{Ref: ref, Action: Action(e.Action), Origin: p.origins[ref.key()]})
+		out = append(out, Change{Ref: ref, Action: Action(e.Action), Origin: p.origins[ref.Key()]})
 	}
 	return out
 }
@@ -307,7 +307,7 @@ func (c *Client) dryRun(ctx context.Context, p *plan) error {
 		err := c.client.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll)
 		if err != nil {
 			ref := RefOf(u)
-			errs = append(errs, fmt.Errorf("%s (%s) dry-run failed: %w", ref.Subject(), p.origins[ref.key()], reachable(c.config, err)))
+			errs = append(errs, fmt.Errorf("%s (%s) dry-run failed: %w", ref.Subject(), p.origins[ref.Key()], reachable(c.config, err)))
 		}
 	}
 	return errors.Join(errs...)
@@ -332,7 +332,7 @@ func (c *Client) waitDefinitions(ctx context.Context, p *plan, timeout time.Dura
 			return definitionReady(live), nil
 		})
 		if err != nil {
-			return fmt.Errorf("waiting for %s (%s): %w", ref, p.origins[ref.key()], err)
+			return fmt.Errorf("waiting for %s (%s): %w", ref, p.origins[ref.Key()], err)
 		}
 	}
 	// A new kind is served once discovery shows it; the mapper must see it
@@ -377,11 +377,11 @@ func (c *Client) prune(ctx context.Context, inv Inventory, rec *record, p *plan)
 	}
 	keep := map[string]bool{}
 	for _, o := range p.objects {
-		keep[RefOf(o.Unstructured).key()] = true
+		keep[RefOf(o.Unstructured).Key()] = true
 	}
 	var stale []*unstructured.Unstructured
 	for _, m := range members {
-		if !keep[RefOf(m).key()] {
+		if !keep[RefOf(m).Key()] {
 			stale = append(stale, m)
 		}
 	}

@@ -72,10 +72,10 @@ func (c *Client) Diff(ctx context.Context, objs []Object, o DiffOptions) (*Resul
 			}
 			keep := map[string]bool{}
 			for _, obj := range p.objects {
-				keep[RefOf(obj.Unstructured).key()] = true
+				keep[RefOf(obj.Unstructured).Key()] = true
 			}
 			for _, m := range members {
-				if !keep[RefOf(m).key()] {
+				if !keep[RefOf(m).Key()] {
 					clean(m)
 					maskSecret(m)
 					res.Changes = append(res.Changes, Change{Ref: RefOf(m), Action: Deleted, Diff: unified(m, nil, RefOf(m).String())})

@@ -50,5 +50,5 @@ func (r Ref) Subject() string {
 	return fmt.Sprintf("%s/%s/%s", r.Kind, r.Namespace, r.Name)
 }
 
-// key identifies an object regardless of version.
-func (r Ref) key() string { return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }
+// Key identifies an object regardless of version.
+func (r Ref) Key() string { return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }

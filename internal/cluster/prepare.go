@@ -87,12 +87,12 @@ func (c *Client) prepare(objs []Object, ns string, inv *Inventory) (*plan, error
 			o.SetNamespace("")
 		}
 		ref := RefOf(o.Unstructured)
-		if prev, dup := seen[ref.key()]; dup {
+		if prev, dup := seen[ref.Key()]; dup {
 			fail("defined twice: also in %s", prev)
 			continue
 		}
-		seen[ref.key()] = o.Origin
-		p.origins[ref.key()] = o.Origin
+		seen[ref.Key()] = o.Origin
+		p.origins[ref.Key()] = o.Origin
 		p.groupKinds[gvk.GroupKind()] = true
 		p.namespaces[o.GetNamespace()] = true
 		if inv != nil {

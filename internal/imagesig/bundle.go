@@ -28,7 +28,6 @@ const (
 
 // sigBundle is the part of a Sigstore bundle (v0.1 to v0.3) Sluice reads.
 type sigBundle struct {
-	MediaType            string `json:"mediaType"`
 	VerificationMaterial struct {
 		Certificate *struct {
 			RawBytes []byte `json:"rawBytes"`
@@ -56,16 +55,11 @@ type tlogEntry struct {
 	LogID    struct {
 		KeyID []byte `json:"keyId"`
 	} `json:"logId"`
-	KindVersion struct {
-		Kind    string `json:"kind"`
-		Version string `json:"version"`
-	} `json:"kindVersion"`
 	IntegratedTime   int64 `json:"integratedTime,string"`
 	InclusionPromise *struct {
 		SignedEntryTimestamp []byte `json:"signedEntryTimestamp"`
 	} `json:"inclusionPromise"`
-	InclusionProof    json.RawMessage `json:"inclusionProof"`
-	CanonicalizedBody []byte          `json:"canonicalizedBody"`
+	CanonicalizedBody []byte `json:"canonicalizedBody"`
 }
 
 // statement is the part of an in-toto statement Sluice reads.

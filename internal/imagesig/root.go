@@ -27,7 +27,6 @@ type TrustedRoot struct {
 }
 
 type authority struct {
-	uri           string
 	roots         *x509.CertPool
 	intermediates *x509.CertPool
 	start, end    time.Time
@@ -46,8 +45,7 @@ func (k logKey) validAt(t time.Time) bool {
 // trustedRootJSON is the part of a trusted_root.json Sluice reads
 // (application/vnd.dev.sigstore.trustedroot+json).
 type trustedRootJSON struct {
-	MediaType string `json:"mediaType"`
-	Tlogs     []struct {
+	Tlogs []struct {
 		BaseURL   string `json:"baseUrl"`
 		PublicKey struct {
 			RawBytes []byte   `json:"rawBytes"`
@@ -113,7 +111,7 @@ func ParseTrustedRoot(data []byte) (*TrustedRoot, error) {
 		if len(certs) == 0 {
 			return nil, fmt.Errorf("certificateAuthorities[%d] (%s): no certificate", i, ca.URI)
 		}
-		a := authority{uri: ca.URI, roots: x509.NewCertPool(), intermediates: x509.NewCertPool(), start: ca.ValidFor.Start, end: ca.ValidFor.end()}
+		a := authority{roots: x509.NewCertPool(), intermediates: x509.NewCertPool(), start: ca.ValidFor.Start, end: ca.ValidFor.end()}
 		for k, c := range certs {
 			cert, err := x509.ParseCertificate(c.RawBytes)
 			if err != nil {

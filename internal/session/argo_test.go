@@ -137,7 +137,7 @@ data: {title: Web}
 					t.Errorf("skip-reconcile should be set, the sync policy as git has it: automated %v, skip %q", auto, skip)
 				}
 			}
-			if why, err := held(ctx, s, rec.Owners[0]); err != nil || why != "" {
+			if why, err := heldNow(ctx, s, rec.Owners[0]); err != nil || why != "" {
 				t.Errorf("the pause does not hold: %s %v", why, err)
 			}
 			if _, err := s.Stop(ctx); err != nil {
@@ -249,7 +249,7 @@ data: {title: Web}
 			}
 			poke()
 			poke()
-			if why, err := held(ctx, s, s.Record().Owners[0]); err != nil || why != "" {
+			if why, err := heldNow(ctx, s, s.Record().Owners[0]); err != nil || why != "" {
 				t.Fatalf("the pause did not hold against the ApplicationSet controller: %s %v", why, err)
 			}
 			select {

@@ -36,13 +36,14 @@ func (s *Session) split(ctx context.Context, objs []cluster.Object) (apply []clu
 	sums := make(map[string]string, len(objs))
 	for _, o := range objs {
 		ref := cluster.RefOf(o.Unstructured)
-		k := refKey(ref)
+		k := ref.Key()
 		sums[k] = renderSum(o.Unstructured)
+		saved := s.rec.saved(ref)
 		switch {
 		case s.rec.created(ref):
 			apply = append(apply, o)
-		case s.rec.saved(ref) != nil:
-			if within(o.Unstructured, s.rec.saved(ref).Object) {
+		case saved != nil:
+			if within(o.Unstructured, saved.Object) {
 				back = append(back, ref)
 				left = append(left, cluster.Change{Ref: ref, Action: HandedBack, Origin: o.Origin})
 				continue
@@ -55,19 +56,19 @@ func (s *Session) split(ctx context.Context, objs []cluster.Object) (apply []clu
 		}
 	}
 	if len(ask) > 0 {
-		res, err := s.c.Diff(ctx, cloneObjects(ask), cluster.DiffOptions{Namespace: s.o.Namespace, AsApplier: true})
+		res, err := s.c.Diff(ctx, ask, cluster.DiffOptions{Namespace: s.o.Namespace, AsApplier: true})
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		same := map[string]bool{}
 		for _, ch := range res.Changes {
 			if ch.Action == cluster.Unchanged {
-				same[refKey(ch.Ref)] = true
+				same[ch.Ref.Key()] = true
 			}
 		}
 		for _, o := range ask {
 			ref := cluster.RefOf(o.Unstructured)
-			if same[refKey(ref)] {
+			if same[ref.Key()] {
 				left = append(left, cluster.Change{Ref: ref, Action: cluster.Unchanged, Origin: o.Origin})
 				continue
 			}
@@ -79,7 +80,7 @@ func (s *Session) split(ctx context.Context, objs []cluster.Object) (apply []clu
 	// cluster (the owner reconciling what it got back) is git's business.
 	s.untouched = map[string]string{}
 	for _, ch := range left {
-		s.untouched[refKey(ch.Ref)] = sums[refKey(ch.Ref)]
+		s.untouched[ch.Ref.Key()] = sums[ch.Ref.Key()]
 	}
 	return apply, left, back, nil
 }
@@ -171,21 +172,11 @@ func setOnly(v any) any {
 	return v
 }
 
-func refKey(r cluster.Ref) string { return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }
-
 // renderSum identifies an object as rendered.
 func renderSum(u *unstructured.Unstructured) string {
 	data, _ := json.Marshal(u.Object)
 	sum := sha256.Sum256(data)
 	return string(sum[:])
-}
-
-func cloneObjects(objs []cluster.Object) []cluster.Object {
-	out := make([]cluster.Object, len(objs))
-	for i, o := range objs {
-		out[i] = cluster.Object{Unstructured: o.DeepCopy(), Origin: o.Origin}
-	}
-	return out
 }
 
 // gitRevision is the revision of git an owner's controller would apply
@@ -237,40 +228,34 @@ func gitRevision(ctx context.Context, s *Session, owner *unstructured.Unstructur
 	return ""
 }
 
-// checkRevisions says, once per new revision, when git moved for an
-// owner whose objects the session holds: those objects keep the
-// developer's copy, and git's changes to them wait.
-func (s *Session) checkRevisions(ctx context.Context, owners []Owner) {
-	for _, o := range owners {
-		if o.Revision == "" {
-			continue
-		}
-		u, err := getRef(ctx, s.c.Kube(), o.Ref)
-		if err != nil {
-			continue
-		}
-		rev := gitRevision(ctx, s, u)
-		if rev == "" || rev == o.Revision || s.announced[o.Ref.String()+"@"+rev] {
-			continue
-		}
-		if s.announced == nil {
-			s.announced = map[string]bool{}
-		}
-		s.announced[o.Ref.String()+"@"+rev] = true
-		held := o.Objects
-		if p := s.held.Load(); o.How != HowObjects && p != nil {
-			held = append(slices.Clone(held), *p...)
-		}
-		names := make([]string, 0, len(held))
-		for _, r := range held {
-			names = append(names, r.String())
-		}
-		msg := fmt.Sprintf("git moved: %s now deploys %s (the session started at %s); the session holds %s, so git's changes to %s wait: your tree may be behind (git pull), and stopping the session hands %s back",
-			o.Ref.Subject(), rev, o.Revision, joinNames(names), them(len(names)), them(len(names)))
-		select {
-		case s.notices <- msg:
-		default:
-		}
+// checkRevision says, once per new revision, when git moved for an owner
+// (u, as it is now) whose objects the session holds: those objects keep
+// the developer's copy, and git's changes to them wait.
+func (s *Session) checkRevision(ctx context.Context, o Owner, u *unstructured.Unstructured) {
+	if o.Revision == "" {
+		return
+	}
+	rev := gitRevision(ctx, s, u)
+	if rev == "" || rev == o.Revision || s.announced[o.Ref.String()+"@"+rev] {
+		return
+	}
+	if s.announced == nil {
+		s.announced = map[string]bool{}
+	}
+	s.announced[o.Ref.String()+"@"+rev] = true
+	held := o.Objects
+	if p := s.held.Load(); o.How != HowObjects && p != nil {
+		held = append(slices.Clone(held), *p...)
+	}
+	names := make([]string, 0, len(held))
+	for _, r := range held {
+		names = append(names, r.String())
+	}
+	msg := fmt.Sprintf("git moved: %s now deploys %s (the session started at %s); the session holds %s, so git's changes to %s wait: your tree may be behind (git pull), and stopping the session hands %s back",
+		o.Ref.Subject(), rev, o.Revision, joinNames(names), them(len(names)), them(len(names)))
+	select {
+	case s.notices <- msg:
+	default:
 	}
 }
 

@@ -146,3 +146,12 @@ func staleSoon(t *testing.T, c *cluster.Client, name string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// heldNow is held against the owner as it is now.
+func heldNow(ctx context.Context, s *Session, o Owner) (string, error) {
+	u, err := getRef(ctx, s.c.Kube(), o.Ref)
+	if err != nil {
+		return "", err
+	}
+	return held(ctx, s, o, u)
+}

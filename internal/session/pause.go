@@ -228,15 +228,9 @@ func (o Owner) Paused() string {
 
 // held checks that an owner's pause still holds: that nothing (a parent
 // applying git, an ApplicationSet, a person) put the owner's setting or
-// an object's mark back. It returns why not, naming who did, or "".
-func held(ctx context.Context, s *Session, o Owner) (string, error) {
-	u, err := getRef(ctx, s.c.Kube(), o.Ref)
-	if apierrors.IsNotFound(err) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
+// an object's mark back. u is the owner as it is now. It returns why not,
+// naming who did, or "".
+func held(ctx context.Context, s *Session, o Owner, u *unstructured.Unstructured) (string, error) {
 	if o.How == HowObjects {
 		for _, ref := range o.Objects {
 			live, err := getRef(ctx, s.c.Kube(), ref)

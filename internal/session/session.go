@@ -213,17 +213,22 @@ func (s *Session) heartbeat(ctx context.Context) {
 
 // checkPauses verifies that every pause still holds (a parent applying git,
 // an ApplicationSet or a person may put an owner's setting back); the
-// first that does not is delivered by Reverted.
+// first that does not is delivered by Reverted. It also says when git
+// moved for an owner (checkRevision), from the same read of it.
 func (s *Session) checkPauses(ctx context.Context) {
 	owners := s.pauses.Load()
 	if owners == nil {
 		return
 	}
-	s.checkRevisions(ctx, *owners)
 	for _, o := range *owners {
-		why, err := held(ctx, s, o)
+		u, err := getRef(ctx, s.c.Kube(), o.Ref)
+		if err != nil {
+			continue // gone, or unreadable now: the next heartbeat looks again
+		}
+		s.checkRevision(ctx, o, u)
+		why, err := held(ctx, s, o, u)
 		if err != nil || why == "" {
-			continue // unreadable now: the next heartbeat looks again
+			continue
 		}
 		s.revertedOnce.Do(func() { s.reverted <- why })
 		return

@@ -153,14 +153,7 @@ type Keyless struct {
 // signed entry timestamp in dev.sigstore.cosign/bundle.
 func (s *Sigstore) Sign(t TB, reg *Registry, repo, digest string, o Keyless) {
 	t.Helper()
-	if o.SignedDigest == "" {
-		o.SignedDigest = digest
-	}
-	at := o.IssuedAt
-	if at.IsZero() {
-		at = time.Now()
-	}
-	at = at.Truncate(time.Second)
+	at := o.signing(digest)
 	payload := []byte(fmt.Sprintf(`{"critical":{"identity":{"docker-reference":%q},"image":{"docker-manifest-digest":%q},"type":"cosign container image signature"},"optional":null}`, reg.Host+"/"+repo, o.SignedDigest))
 	key := ecKey(t)
 	cert := s.issue(t, key, o, at)
@@ -261,14 +254,29 @@ func (s *Sigstore) logEntry(t TB, payload, sig, certPEM []byte, at time.Time, ba
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	logID := sha256.Sum256(pkixDER(t, s.rekorKey))
-	type promise struct {
-		Body           string `json:"body"`
-		IntegratedTime int64  `json:"integratedTime"`
-		LogID          string `json:"logID"`
-		LogIndex       int64  `json:"logIndex"`
+	p, set := s.promise(t, raw, at, bad)
+	out, err := json.Marshal(map[string]any{"SignedEntryTimestamp": set, "Payload": p})
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
-	p := promise{base64.StdEncoding.EncodeToString(raw), at.Unix(), hex.EncodeToString(logID[:]), s.index.Add(1)}
+	return string(out)
+}
+
+// logPromise is what a transparency log signs of an entry it promises to
+// include (Rekor's signed entry timestamp), in canonical JSON order.
+type logPromise struct {
+	Body           string `json:"body"`
+	IntegratedTime int64  `json:"integratedTime"`
+	LogID          string `json:"logID"`
+	LogIndex       int64  `json:"logIndex"`
+}
+
+// promise records entry body in the log at at and signs the log's
+// promise of it; bad signs the promise of another entry instead.
+func (s *Sigstore) promise(t TB, body []byte, at time.Time, bad bool) (logPromise, []byte) {
+	t.Helper()
+	logID := sha256.Sum256(pkixDER(t, s.rekorKey))
+	p := logPromise{base64.StdEncoding.EncodeToString(body), at.Unix(), hex.EncodeToString(logID[:]), s.index.Add(1)}
 	canonical, _ := json.Marshal(p)
 	if bad {
 		p.LogIndex++ // the promise was for another entry
@@ -278,11 +286,19 @@ func (s *Sigstore) logEntry(t TB, payload, sig, certPEM []byte, at time.Time, ba
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	out, err := json.Marshal(map[string]any{"SignedEntryTimestamp": set, "Payload": p})
-	if err != nil {
-		t.Fatalf("%v", err)
+	return p, set
+}
+
+// signing fills in o's defaults for a signature of digest and returns
+// the time it is made (to the second, as the log records it).
+func (o *Keyless) signing(digest string) time.Time {
+	if o.SignedDigest == "" {
+		o.SignedDigest = digest
 	}
-	return string(out)
+	if o.IssuedAt.IsZero() {
+		return time.Now().Truncate(time.Second)
+	}
+	return o.IssuedAt.Truncate(time.Second)
 }
 
 // SignBundle attaches a keyless signature of repo@digest as cosign 3
@@ -294,14 +310,7 @@ func (s *Sigstore) logEntry(t TB, payload, sig, certPEM []byte, at time.Time, ba
 // leaves the log entry out.
 func (s *Sigstore) SignBundle(t TB, reg *Registry, repo, digest string, o Keyless) {
 	t.Helper()
-	if o.SignedDigest == "" {
-		o.SignedDigest = digest
-	}
-	at := o.IssuedAt
-	if at.IsZero() {
-		at = time.Now()
-	}
-	at = at.Truncate(time.Second)
+	at := o.signing(digest)
 	key := ecKey(t)
 	cert := s.issue(t, key, o, at)
 	payload, sig := signStatement(t, key, o.SignedDigest)
@@ -351,25 +360,11 @@ func (s *Sigstore) dsseEntry(t TB, payload, sig []byte, cert *x509.Certificate, 
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	logID := sha256.Sum256(pkixDER(t, s.rekorKey))
-	index := s.index.Add(1)
-	canonical, _ := json.Marshal(struct {
-		Body           string `json:"body"`
-		IntegratedTime int64  `json:"integratedTime"`
-		LogID          string `json:"logID"`
-		LogIndex       int64  `json:"logIndex"`
-	}{base64.StdEncoding.EncodeToString(body), at.Unix(), hex.EncodeToString(logID[:]), index})
-	if bad {
-		index++
-	}
-	h := sha256.Sum256(canonical)
-	set, err := ecdsa.SignASN1(rand.Reader, s.rekorKey, h[:])
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
+	p, set := s.promise(t, body, at, bad)
+	logID, _ := hex.DecodeString(p.LogID)
 	return map[string]any{
-		"logIndex": fmt.Sprint(index), "logId": map[string][]byte{"keyId": logID[:]},
-		"kindVersion": map[string]string{"kind": "dsse", "version": "0.0.1"}, "integratedTime": fmt.Sprint(at.Unix()),
+		"logIndex": fmt.Sprint(p.LogIndex), "logId": map[string][]byte{"keyId": logID},
+		"kindVersion": map[string]string{"kind": "dsse", "version": "0.0.1"}, "integratedTime": fmt.Sprint(p.IntegratedTime),
 		"inclusionPromise": map[string][]byte{"signedEntryTimestamp": set}, "canonicalizedBody": body,
 	}
 }
