@@ -397,13 +397,17 @@ func formatIteration(it session.Iteration, now time.Time) string {
 	}
 	res := it.Result
 	var counts, objs []string
-	for _, a := range []cluster.Action{cluster.Created, cluster.Configured, cluster.Deleted, session.HandedBack, cluster.Unchanged} {
+	for _, a := range []cluster.Action{cluster.Created, cluster.Configured, cluster.Deleted, session.Kept, session.HandedBack, cluster.Unchanged} {
 		if n := res.Count(a); n > 0 {
 			counts = append(counts, fmt.Sprintf("%d %s", n, a))
 		}
 	}
 	for _, ch := range res.Changes {
-		if ch.Action != cluster.Unchanged {
+		switch {
+		case ch.Action == cluster.Unchanged:
+		case ch.Reason != "":
+			objs = append(objs, fmt.Sprintf("%s %s (%s)", ch.Ref, ch.Action, ch.Reason))
+		default:
 			objs = append(objs, ch.Ref.String()+" "+string(ch.Action))
 		}
 	}

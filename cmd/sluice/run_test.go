@@ -252,6 +252,10 @@ func TestIterationLines(t *testing.T) {
 			{Ref: cluster.Ref{Version: "v1", Kind: "ConfigMap", Name: "settings"}, Action: session.HandedBack},
 			{Ref: cluster.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web"}, Action: cluster.Unchanged},
 		}}}, "#6 10:04:05  1 handed back, 1 unchanged: configmap/settings handed back  48ms"},
+		{session.Iteration{N: 7, Ready: true, Latency: 52 * time.Millisecond, Result: &cluster.Result{Changes: []cluster.Change{
+			{Ref: cluster.Ref{Version: "v1", Kind: "Service", Name: "web"}, Action: cluster.Deleted},
+			{Ref: cluster.Ref{Version: "v1", Kind: "ConfigMap", Name: "keep"}, Action: session.Kept, Reason: "marked kustomize.toolkit.fluxcd.io/prune: disabled, which Kustomization/flux-system/apps does not prune"},
+		}}}, "#7 10:04:05  1 deleted, 1 kept: service/web deleted, configmap/keep kept (marked kustomize.toolkit.fluxcd.io/prune: disabled, which Kustomization/flux-system/apps does not prune)  ready  52ms"},
 	}
 	for _, tt := range tests {
 		if got := formatIteration(tt.it, now); got != tt.want {

@@ -72,6 +72,9 @@ type Change struct {
 	Ref    Ref    `json:"ref"`
 	Action Action `json:"action"`
 	Origin string `json:"origin,omitempty"`
+	// Reason says why, where the action needs saying why (an object a
+	// session leaves on the cluster because its owner would not prune it).
+	Reason string `json:"reason,omitempty"`
 	// Diff is the unified diff of the object (Diff only).
 	Diff  string `json:"diff,omitempty"`
 	Error string `json:"error,omitempty"`

@@ -127,6 +127,9 @@ type Argo struct {
 	// the folder) and inline values (parameters applied).
 	helmFiles  []string
 	helmValues *apiextensionsv1.JSON
+	// single says the Application has this one source: the resources it
+	// reports are the folder's alone.
+	single bool
 
 	last Report
 }
@@ -149,7 +152,7 @@ func argoOf(ctx context.Context, c *cluster.Client, u *unstructured.Unstructured
 	}
 	a := &Argo{Ref: cluster.RefOf(u), destNS: spec.Destination.Namespace, refs: map[string]string{}}
 	if i < 0 {
-		a.source = *spec.Source
+		a.source, a.single = *spec.Source, true
 	} else {
 		a.source = spec.Sources[i]
 		for _, s := range spec.Sources {

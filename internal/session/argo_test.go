@@ -2,12 +2,14 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/testenv"
@@ -315,19 +317,7 @@ spec:
   syncPolicy: {automated: {prune: true}}
 `)
 	applyAs(t, c, "kubectl", parse(t, ns, app))
-	// What Argo CD applies: its repo-server's manifests, in the
-	// destination namespace, applied as its controller does.
-	var objs []cluster.Object
-	for _, o := range parse(t, ns, testenv.ArgoManifests(t, app, w.Dir)) {
-		if o.GetKind() == "" {
-			continue
-		}
-		if o.GetNamespace() == "" {
-			o.SetNamespace(ns)
-		}
-		objs = append(objs, o)
-	}
-	applyAs(t, c, "argocd-controller", objs)
+	argoSync(t, c, ns, app, w.Dir)
 	marks := append([]string{annotationSession, "sluice.dev/applied"}, handBack...)
 	snapshot := func() map[string]map[string]any {
 		d, err := testenv.Dump(cp.Config, []string{ns}, nil, marks...)
@@ -380,4 +370,154 @@ spec:
 	if !automated() {
 		t.Error("the Application's automated sync is not back")
 	}
+}
+
+// A session on a folder an Argo CD Application owns removes what the
+// tree removes as Argo CD would prune it: an object dropped from the
+// kustomization is deleted and the Application's automated sync turned
+// off (a deleted object carries no mark); an object marked Prune=false
+// stays, saying so; putting the object back hands it back, recreated
+// with Argo CD's managed fields, automated sync on again. With an
+// automated sync that does not prune, nothing is deleted at all. The stop
+// leaves every object and the Application as they were.
+func TestARunRemovesWhatArgoCDWouldPrune(t *testing.T) {
+	c := newClient(t)
+	ns, argoNS := testenv.Namespace("argoprune"), testenv.Namespace("argocd")
+	mkNamespace(t, c, ns)
+	mkNamespace(t, c, argoNS)
+	repo := "https://git.example.com/" + ns + "/fleet.git"
+	w := testenv.NewWork(t, "")
+	testenv.Git(t, w.Dir, "remote", "add", "origin", repo)
+	w.Write(map[string]string{
+		"apps/web/kustomization.yaml": "resources: [cm.yaml, keep.yaml]\n",
+		"apps/web/cm.yaml":            cm("settings", "color: blue"),
+		"apps/web/keep.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  annotations: {argocd.argoproj.io/sync-options: 'Prune=false,ServerSideApply=true'}\ndata: {v: '1'}\n",
+	}).Commit("fleet")
+	app := strings.NewReplacer("ARGONS", argoNS, "NS", ns, "REPO", repo).Replace(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: web, namespace: ARGONS}
+spec:
+  project: default
+  destination: {server: https://kubernetes.default.svc, namespace: NS}
+  source:
+    repoURL: REPO
+    path: apps/web
+    kustomize: {namePrefix: eu-}
+  syncPolicy: {automated: {prune: true}}
+`)
+	applyAs(t, c, "kubectl", parse(t, ns, app))
+	argoSync(t, c, ns, app, w.Dir)
+	snapshot := func() map[string]string {
+		out := map[string]string{}
+		for _, name := range []string{"eu-settings", "keep", "eu-keep"} {
+			if u := get(t, c, "v1", "ConfigMap", ns, name); u != nil {
+				out[name] = managedContent(u)
+			}
+		}
+		a := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
+		out["Application"] = fmt.Sprint(a.Object["spec"])
+		return out
+	}
+	before := snapshot()
+	automated := func() bool {
+		a := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
+		_, ok, _ := unstructured.NestedMap(a.Object, "spec", "syncPolicy", "automated")
+		return ok
+	}
+	dir := filepath.Join(w.Dir, "apps", "web")
+	h := runSession(t, c, RunOptions{Dir: dir})
+	<-h.started
+	if it := h.ok(t); it.Result.Changed() || it.Result.Count(cluster.Unchanged) != 2 {
+		t.Fatalf("an unchanged tree: %s", actions(it.Result))
+	}
+
+	// Both dropped from the kustomization.
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: []\n"})
+	it := h.ok(t)
+	if got := changes(it); got != "configmap/eu-keep kept\nconfigmap/eu-settings deleted" {
+		t.Errorf("both dropped:\n%s", got)
+	}
+	for _, ch := range it.Result.Changes {
+		if ch.Action == Kept && ch.Reason != "marked argocd.argoproj.io/sync-options: Prune=false, which Application/"+argoNS+"/web does not prune" {
+			t.Errorf("why eu-keep is kept: %q", ch.Reason)
+		}
+	}
+	if len(it.Paused) != 1 || !strings.HasPrefix(it.Paused[0], "Application/"+argoNS+"/web: automated sync off") || automated() {
+		t.Errorf("paused %v, automated sync on %v", it.Paused, automated())
+	}
+	if get(t, c, "v1", "ConfigMap", ns, "eu-settings") != nil || get(t, c, "v1", "ConfigMap", ns, "eu-keep") == nil {
+		t.Error("eu-settings should be gone and eu-keep kept")
+	}
+
+	// Put back: handed back as Argo CD had applied it, automated sync on.
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: [cm.yaml, keep.yaml]\n"})
+	it = h.ok(t)
+	if got := changes(it); got != "configmap/eu-settings handed back" || !automated() || len(h.record(t, c).Owners) != 0 {
+		t.Errorf("put back: %s; automated sync on %v; owners %+v", got, automated(), h.record(t, c).Owners)
+	}
+	if d := differs(before, snapshot()); d != "" {
+		t.Errorf("after the put-back: %s", d)
+	}
+
+	// An automated sync that does not prune: Argo CD would leave the
+	// object, OutOfSync, and so does the session.
+	a := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
+	unstructured.SetNestedField(a.Object, false, "spec", "syncPolicy", "automated", "prune")
+	if err := c.Kube().Update(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	before = snapshot()
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: [keep.yaml]\n"})
+	it = h.ok(t)
+	if got := changes(it); got != "configmap/eu-settings kept" || get(t, c, "v1", "ConfigMap", ns, "eu-settings") == nil || len(it.Paused) != 0 {
+		t.Errorf("dropped under an automated sync without prune: %s, paused %v", got, it.Paused)
+	}
+	for _, ch := range it.Result.Changes {
+		if ch.Action == Kept && !strings.Contains(ch.Reason, "Application/"+argoNS+"/web syncs without pruning") {
+			t.Errorf("why eu-settings is kept: %q", ch.Reason)
+		}
+	}
+	h.stop(t)
+	if d := differs(before, snapshot()); d != "" {
+		t.Errorf("after the stop: %s", d)
+	}
+}
+
+// argoSync applies what Argo CD applies for the Application app: its
+// repo-server's manifests of the checkout root, in the destination
+// namespace ns, applied as its controller does.
+func argoSync(t *testing.T, c *cluster.Client, ns, app, root string) {
+	t.Helper()
+	var objs []cluster.Object
+	for _, o := range parse(t, ns, testenv.ArgoManifests(t, app, root)) {
+		if o.GetKind() == "" {
+			continue
+		}
+		if o.GetNamespace() == "" {
+			o.SetNamespace(ns)
+		}
+		objs = append(objs, o)
+	}
+	applyAs(t, c, "argocd-controller", objs)
+}
+
+// managedContent is an object's content and managed fields (who applied
+// which field, how and when), without what the API server assigns anew
+// to a recreated object (uid, resource version, creation time) or status.
+func managedContent(u *unstructured.Unstructured) string {
+	obj := u.DeepCopy().Object
+	delete(obj, "status")
+	for _, k := range []string{"uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"} {
+		unstructured.RemoveNestedField(obj, "metadata", k)
+	}
+	var mfs []string
+	for _, m := range u.GetManagedFields() {
+		if m.Subresource == "status" {
+			continue
+		}
+		mfs = append(mfs, fmt.Sprintf("%s %s %s %s %s", m.Manager, m.Operation, m.APIVersion, m.Time.UTC().Format(time.RFC3339), m.FieldsV1.Raw))
+	}
+	obj["managedFields"] = mfs
+	data, _ := yaml.Marshal(obj)
+	return string(data)
 }

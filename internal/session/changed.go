@@ -86,10 +86,10 @@ func (s *Session) split(ctx context.Context, objs []cluster.Object) (apply []clu
 }
 
 // handBack gives held objects back to their owners during the session:
-// each is put back as it was before (its managed fields too, so the
-// owner's controller owns its fields again, and without the session's
-// marks), the owners left with nothing of the session's are resumed, and
-// the record forgets them.
+// each is put back as it was before (recreated, where the session had
+// deleted it; its managed fields too, so the owner's controller owns its
+// fields again, and without the session's marks), the owners left with
+// nothing of the session's are resumed, and the record forgets them.
 func (s *Session) handBack(ctx context.Context, refs []cluster.Ref) error {
 	if len(refs) == 0 {
 		return nil
@@ -97,9 +97,6 @@ func (s *Session) handBack(ctx context.Context, refs []cluster.Ref) error {
 	other := func(u *unstructured.Unstructured) bool {
 		by := u.GetAnnotations()[annotationSession]
 		return by != "" && by != s.o.Name
-	}
-	is := func(ref cluster.Ref) func(cluster.Ref) bool {
-		return func(c cluster.Ref) bool { return sameObject(c, ref) }
 	}
 	for _, ref := range refs {
 		sv := s.rec.saved(ref)
@@ -110,27 +107,52 @@ func (s *Session) handBack(ctx context.Context, refs []cluster.Ref) error {
 		s.rec.Applied = slices.DeleteFunc(s.rec.Applied, is(ref))
 		for i := range s.rec.Owners {
 			s.rec.Owners[i].Objects = slices.DeleteFunc(s.rec.Owners[i].Objects, is(ref))
+			s.rec.Owners[i].Deleted = slices.DeleteFunc(s.rec.Owners[i].Deleted, is(ref))
 		}
 	}
-	// An owner whose objects were marked one by one is done with when
-	// none is left; any other owner when the session holds nothing.
+	_, err := s.release(ctx, true)
+	return err
+}
+
+// release hands back the owners the session no longer needs paused: every
+// owner once it holds nothing; a Flux Kustomization paused object by
+// object once none of its objects is held; and one suspended for the
+// objects the session deleted once none is deleted any more, which goes
+// back to being paused object by object (its held objects carry the mark)
+// or, holding none, is resumed. The record is written when it changed, or
+// when write says it must be.
+func (s *Session) release(ctx context.Context, write bool) (bool, error) {
 	holdsNothing := len(s.rec.Saved) == 0 && len(s.rec.Created) == 0
 	var keep []Owner
 	for _, o := range s.rec.Owners {
-		if holdsNothing || o.How == HowObjects && len(o.Objects) == 0 {
+		narrow := o.Ref.Kind == fluxKustomization.Kind && s.o.Pause == PauseObject && len(o.Deleted) == 0
+		switch {
+		case holdsNothing, narrow && len(o.Objects) == 0:
 			if err := resume(ctx, s.c.Kube(), o, s.o.Name); err != nil {
-				return err
+				return false, err
 			}
+			write = true
 			continue
+		case narrow && o.How == HowSuspend:
+			// Suspended only for what was deleted: its marked objects hold
+			// the pause from now on.
+			if err := resume(ctx, s.c.Kube(), o, s.o.Name); err != nil {
+				return false, err
+			}
+			o.How, o.Why, o.Prior, o.Parent = HowObjects, "", nil, nil
+			write = true
 		}
 		keep = append(keep, o)
 	}
+	if !write {
+		return false, nil
+	}
 	s.rec.Owners = keep
 	if err := s.store.write(ctx, s.rec); err != nil {
-		return err
+		return false, err
 	}
 	s.published()
-	return nil
+	return true, nil
 }
 
 // within reports whether every field the render sets holds the same

@@ -871,24 +871,26 @@ func TestARunFindsTheKustomizationByItsLabelsOnALiveObject(t *testing.T) {
 	f.apply(fluxApps)
 	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
 	testenv.Git(t, f.work.Dir, "remote", "set-url", "origin", "https://mirror.example.com/someone/fleet.git")
-	marks := append([]string{annotationSession, annotationFluxDisabled, "sluice.dev/applied"}, handBack...)
-	before, err := testenv.Dump(cp.Config, []string{f.ns}, nil, marks...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := f.inventoryState("apps")
 	h := runSession(t, f.c, RunOptions{Dir: filepath.Join(f.work.Dir, "apps"), Session: Options{Namespace: f.ns}})
 	if st := <-h.started; st.Owner != "Kustomization "+f.fluxNS+"/apps" {
 		t.Errorf("started as %q", st.Owner)
 	}
-	if it := h.ok(t); it.AsOwner != "as Kustomization "+f.fluxNS+"/apps: targetNamespace "+f.ns {
+	it := h.ok(t)
+	if it.AsOwner != "as Kustomization "+f.fluxNS+"/apps: targetNamespace "+f.ns {
 		t.Errorf("the first iteration says %q", it.AsOwner)
 	}
-	during, err := testenv.Dump(cp.Config, []string{f.ns}, nil, marks...)
-	if err != nil {
-		t.Fatal(err)
+	f.renderedAllUnchanged(it, "apps")
+	if d := differs(before, f.inventoryState("apps")); d != "" {
+		t.Errorf("during the session: %s", d)
 	}
-	sameDump(t, before, during)
+	if rec := h.record(t, f.c); len(rec.Owners)+len(rec.Saved)+len(rec.Created) != 0 {
+		t.Errorf("the session holds something: %+v", rec)
+	}
 	h.stop(t)
+	if d := differs(before, f.inventoryState("apps")); d != "" {
+		t.Errorf("after the session: %s", d)
+	}
 }
 
 // A fleet of flux2-kustomize-helm-example's layout (vendored unchanged
@@ -938,37 +940,9 @@ spec:
 `)
 	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
 
-	// The objects of the Kustomization's inventory, as they are (status,
-	// which their controllers keep writing, aside).
-	ks := get(t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps")
-	entries, _, _ := unstructured.NestedSlice(ks.Object, "status", "inventory", "entries")
-	applied := map[string]bool{}
-	var clusterScoped []string
-	for _, e := range entries {
-		id := strings.Split(e.(map[string]any)["id"].(string), "_") // NAMESPACE_NAME_GROUP_KIND
-		applied[id[2]+"/"+id[3]+"/"+id[0]+"/"+id[1]] = true
-		if id[0] == "" {
-			clusterScoped = append(clusterScoped, id[3]+"/"+id[1])
-		}
-	}
-	marks := append([]string{annotationSession, annotationFluxDisabled, "sluice.dev/applied"}, handBack...)
-	snapshot := func() map[string]map[string]any {
-		d, err := testenv.Dump(cp.Config, []string{f.ns}, clusterScoped, marks...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, o := range d {
-			if !applied[k] {
-				delete(d, k)
-				continue
-			}
-			delete(o, "status")
-		}
-		return d
-	}
-	before := snapshot()
-	release := before["helm.toolkit.fluxcd.io/HelmRelease/"+f.ns+"/podinfo"]
-	if hosts, _, _ := unstructured.NestedSlice(release, "spec", "values", "httpRoute", "hostnames"); len(before) != 3 || !reflect.DeepEqual(hosts, []any{"podinfo.staging.example.org"}) {
+	before := f.inventoryState("apps")
+	release := get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.ns, "podinfo")
+	if hosts, _, _ := unstructured.NestedSlice(release.Object, "spec", "values", "httpRoute", "hostnames"); len(before) != 3 || !reflect.DeepEqual(hosts, []any{"podinfo.staging.example.org"}) {
 		t.Fatalf("Flux applied %d objects; the release's hostnames %v", len(before), hosts)
 	}
 
@@ -977,9 +951,14 @@ spec:
 	if want := "as Kustomization " + f.fluxNS + "/apps: targetNamespace " + f.ns + ", 1 patch, 1 substitution from ConfigMap cluster-vars"; it.AsOwner != want {
 		t.Errorf("the first iteration says %q, want %q", it.AsOwner, want)
 	}
-	sameDump(t, before, snapshot())
+	f.renderedAllUnchanged(it, "apps")
+	if d := differs(before, f.inventoryState("apps")); d != "" {
+		t.Errorf("during the session: %s", d)
+	}
 	h.stop(t)
-	sameDump(t, before, snapshot())
+	if d := differs(before, f.inventoryState("apps")); d != "" {
+		t.Errorf("after the session: %s", d)
+	}
 }
 
 // What source-controller leaves out of the artifact (.sourceignore files,

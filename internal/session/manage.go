@@ -93,6 +93,7 @@ func Get(ctx context.Context, c *cluster.Client, name string) (Info, error) {
 func (s *Session) Stop(ctx context.Context) (*Restoration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stopped = true
 	// The heartbeat goes on while restoring, so no one takes a session
 	// that is restoring itself for a stale one.
 	defer s.stopHeartbeat()

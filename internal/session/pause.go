@@ -83,9 +83,12 @@ func (s *Session) how(ctx context.Context, owner *unstructured.Unstructured, sus
 	}
 	switch ref.Kind {
 	case fluxKustomization.Kind:
-		if s.o.Pause == PauseOwner || suspend {
+		switch {
+		case s.o.Pause == PauseOwner:
 			o.How, o.Why = HowSuspend, "--pause owner"
-		} else {
+		case suspend:
+			o.How = HowSuspend // the caller says why
+		default:
 			o.How = HowObjects
 		}
 	case fluxHelmRelease.Kind:

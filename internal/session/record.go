@@ -73,6 +73,11 @@ type Owner struct {
 	Prior json.RawMessage `json:"prior"`
 	// Objects are the owner's objects the session marked (HowObjects).
 	Objects []cluster.Ref `json:"objects,omitempty"`
+	// Deleted are the owner's objects the session deleted because the
+	// working tree no longer renders them. A deleted object carries no
+	// mark, so while any is deleted a Flux Kustomization is suspended
+	// rather than paused object by object.
+	Deleted []cluster.Ref `json:"deleted,omitempty"`
 	// Parent is the Flux Kustomization that applies the owner from git,
 	// kept off it meanwhile by the owner's reconcile: disabled mark.
 	Parent *cluster.Ref `json:"parent,omitempty"`

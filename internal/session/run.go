@@ -168,10 +168,12 @@ func Run(ctx context.Context, c *cluster.Client, o RunOptions) (*Outcome, error)
 		return nil, err
 	}
 	var own owner.Owner
+	byPath := false // found by its path and source: the folder is all it applies
 	if hr == nil {
 		if own, err = owner.Resolve(ctx, c, dir, o.Repo, o.AsOwner); err != nil {
 			return nil, err
 		}
+		byPath = own != nil && o.AsOwner == ""
 		if own == nil && o.AsOwner == "" {
 			own = ownerByLabels(ctx, c, dir, o)
 		}
@@ -196,6 +198,13 @@ func Run(ctx context.Context, c *cluster.Client, o RunOptions) (*Outcome, error)
 	s, err := Start(ctx, c, o.Session)
 	if err != nil {
 		return nil, err
+	}
+	if byPath {
+		// Unreadable, the first render has no baseline: what the tree
+		// lacks already then stays until the tree renders it once.
+		if refs, err := owner.Applied(ctx, c, own); err == nil {
+			s.Baseline(refs)
+		}
 	}
 	w, err := NewWatcher(root, o.Debounce, 10*o.Debounce)
 	if err != nil {
@@ -349,7 +358,8 @@ type loop struct {
 	fsys   *source.DirFS
 	// pending is a change seen while checking readiness.
 	pending *Change
-	// paused are the pauses reported so far.
+	// paused are the pauses in effect after the last iteration: one not
+	// among them is new, and said.
 	paused map[string]bool
 	// own is the GitOps object the render applies the settings of, and
 	// asOwner what was last said of it.
@@ -468,15 +478,15 @@ func (l *loop) iterate(ctx context.Context, trigger []string, first time.Time) b
 	res, err := l.s.Apply(ctx, r.Objects, cluster.ApplyOptions{Timeout: time.Minute})
 	it.Latency = time.Since(first)
 	it.Result = res
+	now := map[string]bool{}
 	for _, o := range l.s.Record().Owners {
-		if p := o.Paused(); !l.paused[p] {
-			if l.paused == nil {
-				l.paused = map[string]bool{}
-			}
-			l.paused[p] = true
+		p := o.Paused()
+		now[p] = true
+		if !l.paused[p] {
 			it.Paused = append(it.Paused, p)
 		}
 	}
+	l.paused = now
 	if err != nil {
 		it.Err = err
 		it.Retrying = cluster.IsUnreachable(err)

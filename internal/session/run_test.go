@@ -410,6 +410,16 @@ spec: {selector: {app: web}, ports: [{port: 80}]}
 	if !strings.Contains(d.Different[0].Diff, "-  color: blue\n+  color: green") {
 		t.Errorf("settings diff:\n%s", d.Different[0].Diff)
 	}
+	// The tree drops the Service: the version's copy goes, the
+	// workload's stays.
+	os.Remove(filepath.Join(dir, "web.yaml"))
+	if got := changes(h.ok(t)); got != "service/web deleted" {
+		t.Errorf("web.yaml removed:\n%s", got)
+	}
+	if get(t, c, "v1", "Service", side, "web") != nil || get(t, c, "v1", "Service", ns, "web") == nil {
+		t.Error("the version's Service should be gone, the workload's kept")
+	}
+	sameDump(t, before, dump(t, []string{ns}))
 	h.stop(t)
 	sameDump(t, before, dump(t, []string{ns, side}))
 }

@@ -117,6 +117,12 @@ type Session struct {
 	// untouched are the objects the last apply left to GitOps, by what
 	// the render made of them.
 	untouched map[string]string
+	// stopped says Stop has begun: nothing runs beside it any more.
+	stopped bool
+	// rendered are the objects of the last render applied (a Replace
+	// session's, those left to GitOps included): what a render that
+	// lacks one of them removes.
+	rendered []cluster.Ref
 	// notices are what the heartbeat has to say (git moved for a held
 	// object); announced the revisions said.
 	notices   chan string
@@ -294,6 +300,18 @@ func (s *Session) SetSource(branch, commit string) {
 	s.setSummary(annotationBranch, branch)
 }
 
+// Baseline gives a Replace session's first render what to compare with
+// for removals: what the owner of its folder applied (its tool's
+// inventory), so that an object the tree already lacks when the session
+// starts is removed, as the owner would prune it were the tree committed.
+func (s *Session) Baseline(refs []cluster.Ref) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.o.Mode == Replace && s.rendered == nil {
+		s.rendered = refs
+	}
+}
+
 // Record returns a copy of the session's record.
 func (s *Session) Record() Record {
 	s.mu.Lock()
@@ -338,6 +356,7 @@ func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.A
 	if err := s.account(ctx, objs); err != nil {
 		return nil, err
 	}
+	s.reapplied(objs)
 	for _, o := range objs {
 		a := o.GetAnnotations()
 		if a == nil {
@@ -359,9 +378,28 @@ func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.A
 		}
 	}
 	res.Changes = append(res.Changes, left...)
-	deleted, err := s.prune(ctx, objs, rendered)
-	res.Changes = append(res.Changes, deleted...)
+	removed, err := s.remove(ctx, objs, rendered)
+	res.Changes = append(res.Changes, removed...)
+	if err != nil {
+		return res, err
+	}
+	_, err = s.release(ctx, false)
 	return res, err
+}
+
+// reapplied makes the objects a Flux Kustomization's pause counts as
+// deleted, which the render has again, marked ones: applied with the
+// mark, they no longer need the Kustomization suspended.
+func (s *Session) reapplied(objs []cluster.Object) {
+	for _, o := range objs {
+		ref := cluster.RefOf(o.Unstructured)
+		for i, ow := range s.rec.Owners {
+			if ow.Ref.Kind == fluxKustomization.Kind && slices.ContainsFunc(ow.Deleted, is(ref)) {
+				s.rec.Owners[i].Deleted = slices.DeleteFunc(ow.Deleted, is(ref))
+				s.rec.Owners[i].Objects = appendNew(ow.Objects, ref)
+			}
+		}
+	}
 }
 
 // place moves a Version session's objects into its own namespaces
@@ -632,73 +670,4 @@ func (s *Session) getAll(ctx context.Context, objs []cluster.Object) ([]*unstruc
 		})
 	}
 	return out, g.Wait()
-}
-
-// prune deletes what the previous apply had and this render has not
-// (unless another session holds it now), and makes what was applied the
-// inventory.
-func (s *Session) prune(ctx context.Context, applied, rendered []cluster.Object) ([]cluster.Change, error) {
-	current := make([]cluster.Ref, 0, len(applied))
-	for _, o := range applied {
-		current = append(current, cluster.RefOf(o.Unstructured))
-	}
-	var stale []*unstructured.Unstructured
-	for _, ref := range s.rec.Applied {
-		if slices.ContainsFunc(rendered, func(o cluster.Object) bool { return sameObject(cluster.RefOf(o.Unstructured), ref) }) {
-			continue
-		}
-		live, err := getRef(ctx, s.c.Kube(), ref)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", ref.Subject(), err)
-		}
-		if by := live.GetAnnotations()[annotationSession]; by != "" && by != s.o.Name {
-			continue
-		}
-		stale = append(stale, live)
-	}
-	s.rec.Applied = current
-	if len(stale) == 0 {
-		return nil, nil
-	}
-	// A marked object deleted would come back at its owner's next
-	// reconcile: only suspending the owner keeps it away.
-	var escalated []Owner
-	for _, live := range stale {
-		ref := cluster.RefOf(live)
-		for i, o := range s.rec.Owners {
-			if o.How != HowObjects || !slices.ContainsFunc(o.Objects, func(c cluster.Ref) bool { return sameObject(c, ref) }) {
-				continue
-			}
-			u, err := s.getOwner(ctx, o.Ref)
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			ow, err := s.how(ctx, u, true)
-			if err != nil {
-				return nil, err
-			}
-			ow.Objects = o.Objects
-			ow.Why = fmt.Sprintf("the session deleted %s, which only suspending %s keeps away", ref.Subject(), o.Ref.Subject())
-			s.rec.Owners[i] = ow
-			escalated = append(escalated, ow)
-		}
-	}
-	// The inventory changes with what is deleted: kept with the record so a
-	// restorer knows the session's last set.
-	if err := s.store.write(ctx, s.rec); err != nil {
-		return nil, err
-	}
-	for _, o := range escalated {
-		if err := suspend(ctx, s.c.Kube(), o, s.o.Name); err != nil {
-			return nil, err
-		}
-	}
-	s.published()
-	return s.c.Delete(ctx, stale)
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // fluxControllers are the Flux controllers hack/flux/build.sh builds, in
@@ -159,5 +163,35 @@ func waitHealthy(url string, timeout time.Duration, exited <-chan struct{}) erro
 			return err
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitApplied waits until the Kustomization name, in the controllers'
+// namespace, has applied revision ("main@sha1:…") and is Ready, and
+// returns it; past a minute it fails the test with its conditions and
+// the controllers' logs.
+func (f *Flux) WaitApplied(t TB, c client.Client, name, revision string) *unstructured.Unstructured {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
+		u.SetKind("Kustomization")
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: f.Namespace, Name: name}, u)
+		got, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		ready := false
+		for _, cond := range conds {
+			if m, _ := cond.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
+				ready = true
+			}
+		}
+		if err == nil && got == revision && ready {
+			return u
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Kustomization %s/%s has not applied %s (applied %q, %v): %v\n%s", f.Namespace, name, revision, got, err, conds, f.Logs(30))
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -1,0 +1,372 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// shop is an app of three objects Flux deploys from apps/, and a fourth
+// its Kustomization does not prune.
+var shop = map[string]string{
+	"apps/kustomization.yaml": "resources: [settings.yaml, web.yaml, service.yaml, keep.yaml]\n",
+	"apps/settings.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {color: blue}\n",
+	"apps/web.yaml":           fleet["apps/web.yaml"],
+	"apps/service.yaml": `apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+`,
+	"apps/keep.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}\ndata: {v: '1'}\n",
+}
+
+// state is the app's objects and its Kustomization as they compare
+// across a session that must leave them exactly as they were: every
+// object's content and managed fields (who applied which field, how and
+// when), without what the API server assigns anew to a recreated object
+// (uid, resource version, creation time) or what controllers report
+// (status, and the status subresource's managed fields); the
+// Kustomization's spec, labels and annotations but the reconcile request
+// a hand-back adds.
+func (f *realFlux) state() map[string]string {
+	f.t.Helper()
+	out := map[string]string{}
+	for _, gvk := range []string{"v1/ConfigMapList", "v1/ServiceList", "apps/v1/DeploymentList"} {
+		l := &unstructured.UnstructuredList{}
+		api, kind := gvk[:strings.LastIndex(gvk, "/")], gvk[strings.LastIndex(gvk, "/")+1:]
+		l.SetAPIVersion(api)
+		l.SetKind(kind)
+		if err := f.c.Kube().List(context.Background(), l, client.InNamespace(f.ns)); err != nil {
+			f.t.Fatal(err)
+		}
+		for i := range l.Items {
+			if u := &l.Items[i]; u.GetName() != "kube-root-ca.crt" {
+				out[u.GetKind()+"/"+u.GetName()] = managedContent(u)
+			}
+		}
+	}
+	ks := get(f.t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps")
+	a := ks.GetAnnotations()
+	for _, k := range handBack {
+		delete(a, k)
+	}
+	if len(a) == 0 {
+		a = nil
+	}
+	data, _ := yaml.Marshal(map[string]any{"spec": ks.Object["spec"], "labels": ks.GetLabels(), "annotations": a})
+	out["Kustomization/apps"] = string(data)
+	return out
+}
+
+// differs says how two states differ, or "".
+func differs(before, after map[string]string) string {
+	var keys []string
+	for k := range before {
+		keys = append(keys, k)
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		switch b, a := before[k], after[k]; {
+		case a == "":
+			out = append(out, k+": gone")
+		case b == "":
+			out = append(out, k+": left behind:\n"+a)
+		case a != b:
+			out = append(out, fmt.Sprintf("%s changed:\nbefore:\n%safter:\n%s", k, b, a))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// sameState waits until the app is as it was (Flux may still be
+// applying what it was handed back), failing with the differences.
+func (f *realFlux) sameState(before map[string]string) {
+	f.t.Helper()
+	f.eventually(30*time.Second, func() string { return differs(before, f.state()) })
+}
+
+func (f *realFlux) suspended() bool {
+	return suspended(get(f.t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps"))
+}
+
+// stayedDeleted checks that an object the session deleted stays deleted
+// while its Kustomization is suspended: one a reconcile already under way
+// at the suspend brought back is deleted again at once, and, asked to
+// reconcile now, kustomize-controller brings back nothing.
+func (f *realFlux) stayedDeleted(apiVersion, kind, name string) {
+	f.t.Helper()
+	gone := func() string {
+		if f.exists(apiVersion, kind, name) {
+			return kind + "/" + name + " is back"
+		}
+		return ""
+	}
+	// A reconcile that started before the suspend may still apply it: the
+	// session deletes it again.
+	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
+	f.eventually(5*time.Second, gone)
+	// One that starts after the suspend applies nothing.
+	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
+	if f.exists(apiVersion, kind, name) {
+		f.t.Fatalf("Flux brought back %s/%s, which the session deleted", kind, name)
+	}
+}
+
+func (f *realFlux) exists(apiVersion, kind, name string) bool {
+	return get(f.t, f.c, apiVersion, kind, f.ns, name) != nil
+}
+
+// A session removes what the working tree removes, as Flux would prune
+// it, against the real Flux controllers: an object dropped from the
+// kustomization is taken over and deleted, the Kustomization suspended
+// (a deleted object carries no mark) and the line says why; an object
+// Flux does not prune stays, and the line says so; putting the object
+// back in the tree hands it back at once, recreated exactly, the
+// Kustomization back to pausing only the edited object; dropped again
+// and the session stopped, everything is as before the session: objects,
+// managed fields and the Kustomization.
+func TestASessionRemovesWhatTheTreeRemovesAsFluxWouldPruneIt(t *testing.T) {
+	f := startRealFlux(t, shop)
+	f.apply(fluxApps)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
+	before := f.state()
+	dir := filepath.Join(f.work.Dir, "apps")
+	ks := "Kustomization/" + f.fluxNS + "/apps"
+
+	h := runSession(t, f.c, RunOptions{Dir: dir})
+	<-h.started
+	if it := h.ok(t); it.Result.Count(cluster.Unchanged) != 4 || it.Result.Changed() {
+		t.Fatalf("an unchanged tree: %s", actions(it.Result))
+	}
+	write(t, dir, map[string]string{"settings.yaml": strings.Replace(shop["apps/settings.yaml"], "blue", "red", 1)})
+	if it := h.ok(t); changes(it) != "configmap/settings configured" || len(it.Paused) != 1 || !strings.Contains(it.Paused[0], ks+": 1 object(s) marked") {
+		t.Fatalf("one edit: %s; paused %v", changes(it), it.Paused)
+	}
+
+	// service.yaml and keep.yaml dropped from the kustomization, the files
+	// left where they are.
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: [settings.yaml, web.yaml]\n"})
+	it := h.ok(t)
+	if got := changes(it); got != "configmap/keep kept\nservice/web deleted" {
+		t.Errorf("the service and keep dropped:\n%s", got)
+	}
+	for _, ch := range it.Result.Changes {
+		if ch.Action == Kept && !strings.Contains(ch.Reason, "kustomize.toolkit.fluxcd.io/prune: disabled, which "+ks+" does not prune") {
+			t.Errorf("why keep is kept: %q", ch.Reason)
+		}
+	}
+	if want := ks + ": suspended (the session deleted Service/" + f.ns + "/web, which only suspending " + ks + " keeps away)"; len(it.Paused) != 1 || it.Paused[0] != want {
+		t.Errorf("paused %q, want %q", it.Paused, want)
+	}
+	if f.exists("v1", "Service", "web") || !f.exists("v1", "ConfigMap", "keep") || !f.suspended() {
+		t.Errorf("service there: %v, keep there: %v, Kustomization suspended: %v", f.exists("v1", "Service", "web"), f.exists("v1", "ConfigMap", "keep"), f.suspended())
+	}
+	// Asked to reconcile, kustomize-controller looks, and the Service
+	// stays deleted.
+	f.stayedDeleted("v1", "Service", "web")
+
+	// Put back: handed back at once, exactly as it was; the Kustomization
+	// resumes, settings alone held by its mark.
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: [settings.yaml, web.yaml, service.yaml]\n"})
+	it = h.ok(t)
+	if got := changes(it); got != "service/web handed back" {
+		t.Errorf("the service put back:\n%s", got)
+	}
+	if d := differs(map[string]string{"Service/web": before["Service/web"]}, map[string]string{"Service/web": f.state()["Service/web"]}); d != "" {
+		t.Errorf("the service handed back is not as it was: %s", d)
+	}
+	rec := h.record(t, f.c)
+	if f.suspended() || len(rec.Owners) != 1 || rec.Owners[0].How != HowObjects || len(rec.Owners[0].Objects) != 1 || rec.Owners[0].Objects[0].Name != "settings" || len(rec.Owners[0].Deleted) != 0 {
+		t.Errorf("after the put-back: Kustomization suspended %v, owners %+v", f.suspended(), rec.Owners)
+	}
+	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
+	if c := get(t, f.c, "v1", "ConfigMap", f.ns, "settings"); c.Object["data"].(map[string]any)["color"] != "red" {
+		t.Errorf("Flux reverted the held edit once resumed: %v", c.Object["data"])
+	}
+
+	// Dropped again, then the session stops: everything as before.
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: [settings.yaml, web.yaml]\n"})
+	if it := h.ok(t); changes(it) != "service/web deleted" || !f.suspended() || len(it.Paused) != 1 || !strings.HasPrefix(it.Paused[0], ks+": suspended (the session deleted Service/") {
+		t.Errorf("dropped again: %s, suspended %v, paused %v", changes(it), f.suspended(), it.Paused)
+	}
+	out := h.stop(t)
+	if r := out.Restoration; len(r.Restored) != 2 || len(r.Resumed) != 1 {
+		t.Errorf("restoration: %+v", r)
+	}
+	f.sameState(before)
+	ownedByFlux(t, get(t, f.c, "v1", "Service", f.ns, "web"), "kustomize-controller", "f:spec", "f:ports")
+}
+
+// A rename (a namePrefix added to the overlay) creates the new objects and
+// deletes the old ones in one iteration; `git stash` puts them back, at
+// once. A branch switch to a branch with fewer, more and different
+// objects converges in one iteration, removals included, and checking the
+// original branch out again hands everything back; after the stop the app
+// and its Kustomization are as they were.
+func TestASessionFollowsRenamesStashesAndBranchSwitches(t *testing.T) {
+	f := startRealFlux(t, shop)
+	f.apply(fluxApps)
+	f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
+	before := f.state()
+	dir := filepath.Join(f.work.Dir, "apps")
+	ks := "Kustomization/" + f.fluxNS + "/apps"
+	// A branch with fewer (no service), more (extra) and different
+	// (settings green) objects.
+	testenv.Git(t, f.work.Dir, "checkout", "-q", "-b", "feature")
+	f.work.Write(map[string]string{
+		"apps/kustomization.yaml": "resources: [settings.yaml, web.yaml, keep.yaml, extra.yaml]\n",
+		"apps/service.yaml":       "",
+		"apps/settings.yaml":      strings.Replace(shop["apps/settings.yaml"], "blue", "green", 1),
+		"apps/extra.yaml":         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {v: '1'}\n",
+	}).Commit("feature: no service, an extra, settings green")
+	testenv.Git(t, f.work.Dir, "checkout", "-q", "main")
+
+	h := runSession(t, f.c, RunOptions{Dir: dir})
+	<-h.started
+	if it := h.ok(t); it.Result.Changed() {
+		t.Fatalf("an unchanged tree: %s", actions(it.Result))
+	}
+
+	// Renamed: created under the new names, deleted under the old.
+	write(t, dir, map[string]string{"kustomization.yaml": "namePrefix: v2-\n" + shop["apps/kustomization.yaml"]})
+	it := h.ok(t)
+	want := "configmap/keep kept\nconfigmap/settings deleted\nconfigmap/v2-keep created\nconfigmap/v2-settings created\ndeployment.apps/v2-web created\ndeployment.apps/web deleted\nservice/v2-web created\nservice/web deleted"
+	if got := changes(it); got != want {
+		t.Errorf("renamed:\n%s\nwant:\n%s", got, want)
+	}
+	if !f.suspended() || f.exists("v1", "ConfigMap", "settings") || !f.exists("v1", "ConfigMap", "v2-settings") {
+		t.Errorf("renamed: suspended %v, settings there %v, v2-settings there %v", f.suspended(), f.exists("v1", "ConfigMap", "settings"), f.exists("v1", "ConfigMap", "v2-settings"))
+	}
+	if len(it.Paused) != 1 || !strings.HasPrefix(it.Paused[0], ks+": suspended (the session deleted ") {
+		t.Errorf("paused: %v", it.Paused)
+	}
+
+	// git stash: the tree as committed, the cluster as before, the
+	// Kustomization resumed.
+	testenv.Git(t, f.work.Dir, "stash", "-q")
+	it = h.ok(t)
+	want = "configmap/settings handed back\nconfigmap/v2-keep deleted\nconfigmap/v2-settings deleted\ndeployment.apps/v2-web deleted\ndeployment.apps/web handed back\nservice/v2-web deleted\nservice/web handed back"
+	if got := changes(it); got != want {
+		t.Errorf("stashed:\n%s\nwant:\n%s", got, want)
+	}
+	if rec := h.record(t, f.c); f.suspended() || len(rec.Owners) != 0 || len(rec.Saved) != 0 {
+		t.Errorf("stashed: suspended %v, owners %+v, saved %d", f.suspended(), rec.Owners, len(rec.Saved))
+	}
+	f.sameState(before)
+
+	// A branch switch: one iteration converges, removals included.
+	testenv.Git(t, f.work.Dir, "checkout", "-q", "feature")
+	it = h.ok(t)
+	want = "configmap/extra created\nconfigmap/settings configured\nservice/web deleted"
+	if got := changes(it); got != want || it.Branch != "feature" {
+		t.Errorf("on feature (%s):\n%s\nwant:\n%s", it.Branch, got, want)
+	}
+	if f.exists("v1", "Service", "web") || !f.exists("v1", "ConfigMap", "extra") || !f.suspended() {
+		t.Errorf("on feature: service there %v, extra there %v, suspended %v", f.exists("v1", "Service", "web"), f.exists("v1", "ConfigMap", "extra"), f.suspended())
+	}
+	f.stayedDeleted("v1", "Service", "web")
+
+	// Back on main: everything handed back in one iteration.
+	testenv.Git(t, f.work.Dir, "checkout", "-q", "main")
+	it = h.ok(t)
+	want = "configmap/extra deleted\nconfigmap/settings handed back\nservice/web handed back"
+	if got := changes(it); got != want || it.Branch != "main" {
+		t.Errorf("back on main (%s):\n%s\nwant:\n%s", it.Branch, got, want)
+	}
+	f.sameState(before)
+	h.stop(t)
+	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
+	f.sameState(before)
+
+	// A session started on the branch that lacks the Service: its first
+	// iteration removes it, as Flux would prune it were the branch
+	// deployed (what Flux applied is the baseline).
+	testenv.Git(t, f.work.Dir, "checkout", "-q", "feature")
+	h = runSession(t, f.c, RunOptions{Dir: dir})
+	<-h.started
+	it = h.ok(t)
+	if got, want := changes(it), "configmap/extra created\nconfigmap/settings configured\nservice/web deleted"; got != want {
+		t.Errorf("a first iteration on feature:\n%s\nwant:\n%s", got, want)
+	}
+	h.stop(t)
+	testenv.Git(t, f.work.Dir, "checkout", "-q", "main")
+	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
+	f.sameState(before)
+}
+
+// inventory reads what a Kustomization (in the Flux namespace) applied:
+// its status.inventory, as "group/Kind/namespace/name" with each entry's
+// API version.
+func (f *realFlux) inventory(name string) map[string]string {
+	f.t.Helper()
+	ks := get(f.t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, name)
+	entries, _, _ := unstructured.NestedSlice(ks.Object, "status", "inventory", "entries")
+	out := map[string]string{}
+	for _, e := range entries {
+		m := e.(map[string]any)
+		id := strings.Split(m["id"].(string), "_") // NAMESPACE_NAME_GROUP_KIND
+		out[id[2]+"/"+id[3]+"/"+id[0]+"/"+id[1]] = fmt.Sprint(m["v"])
+	}
+	if len(out) == 0 {
+		f.t.Fatalf("Kustomization %s has no inventory", name)
+	}
+	return out
+}
+
+// inventoryState is every object a Kustomization applied, content and
+// managed fields (managedContent).
+func (f *realFlux) inventoryState(name string) map[string]string {
+	f.t.Helper()
+	out := map[string]string{}
+	for key, version := range f.inventory(name) {
+		p := strings.Split(key, "/")
+		api := version
+		if p[0] != "" {
+			api = p[0] + "/" + version
+		}
+		u := get(f.t, f.c, api, p[1], p[2], p[3])
+		if u == nil {
+			f.t.Fatalf("%s of the inventory is not on the cluster", key)
+		}
+		out[key] = managedContent(u)
+	}
+	return out
+}
+
+// renderedAllUnchanged fails unless an iteration rendered exactly the
+// objects a Kustomization applied, and found every one live as rendered:
+// an empty or partial render fails it.
+func (f *realFlux) renderedAllUnchanged(it Iteration, name string) {
+	f.t.Helper()
+	var want, got []string
+	for key := range f.inventory(name) {
+		want = append(want, key+" unchanged")
+	}
+	for _, ch := range it.Result.Changes {
+		got = append(got, fmt.Sprintf("%s/%s/%s/%s %s", ch.Ref.Group, ch.Ref.Kind, ch.Ref.Namespace, ch.Ref.Name, ch.Action))
+	}
+	sort.Strings(want)
+	sort.Strings(got)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		f.t.Errorf("the iteration's objects:\n%s\nwant what Kustomization %s applied, each unchanged:\n%s", strings.Join(got, "\n"), name, strings.Join(want, "\n"))
+	}
+}
