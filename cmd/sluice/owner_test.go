@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -23,7 +25,9 @@ func TestRenderAndDiffAsTheOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A repository of this test's own: the control plane is shared.
+	// A repository of this test's own (the control plane is shared),
+	// reached over SSH by the working tree and HTTPS by Flux: the owner is
+	// found all the same.
 	url := "https://git.example.com/" + ns + "/fleet.git"
 	w := testenv.NewWork(t, "")
 	testenv.Git(t, w.Dir, "remote", "add", "origin", "git@git.example.com:"+ns+"/fleet")
@@ -87,17 +91,24 @@ spec:
 		t.Errorf("render --as-owner of a missing Kustomization: exit %d\n%s", code, stderr)
 	}
 
-	// What the owner applied (here, applied as its controller would)
-	// and the tree are alike: diff finds the owner and says nothing
-	// would change.
-	out, _, _ := run(t, "render", dir, kc, "--as-owner", "auto")
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(out), &u.Object); err != nil {
+	// The real kustomize-controller applies the tree: the repository
+	// served for real, the GitRepository and the working tree pointed at
+	// it. diff finds the owner and says nothing would change.
+	git := testenv.NewGitServer(t)
+	real := git.CreateRepo(t, "fleet")
+	testenv.Git(t, w.Dir, "remote", "set-url", "origin", real)
+	testenv.Git(t, w.Dir, "push", "-q", "origin", "HEAD:main")
+	repo := &unstructured.Unstructured{}
+	repo.SetAPIVersion("source.toolkit.fluxcd.io/v1")
+	repo.SetKind("GitRepository")
+	repo.SetNamespace(fluxNS)
+	repo.SetName("fleet")
+	patch := fmt.Appendf(nil, `{"spec":{"url":%q,"ref":{"branch":"main"}}}`, real)
+	if err := c.Kube().Patch(context.Background(), repo, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Kube().Patch(context.Background(), u, client.Apply, client.FieldOwner("kustomize-controller"), client.ForceOwnership); err != nil {
-		t.Fatal(err)
-	}
+	flux := testenv.StartFlux(t, cp.Kubeconfig, fluxNS)
+	flux.WaitApplied(t, c.Kube(), "web", "main@sha1:"+w.Head())
 	out, stderr, code := run(t, "diff", dir, kc)
 	if code != 0 || !strings.Contains(stderr, "as Kustomization "+fluxNS+"/web applies it") || !strings.Contains(out, "eu-settings unchanged") {
 		t.Errorf("diff of the unchanged tree: exit %d\n%s%s", code, out, stderr)

@@ -630,8 +630,9 @@ func (f *Flux) variables(ctx context.Context) (vars, from map[string]string, err
 
 // substitute replaces ${var} expressions in an object as
 // kustomize-controller does: on the object's YAML (as kustomize prints a
-// resource: its JSON turned into YAML), a variable that is not set
-// becoming empty, then read back.
+// resource: its JSON turned into YAML), then read back. A variable that
+// is not set and has no default fails, as kustomize-controller v1.9's
+// default StrictPostBuildSubstitutions makes it.
 func substitute(o *yaml.RNode, vars map[string]string, used map[string]bool) (*yaml.RNode, error) {
 	j, err := o.MarshalJSON()
 	if err != nil {
@@ -646,10 +647,10 @@ func substitute(o *yaml.RNode, vars map[string]string, used map[string]bool) (*y
 		if ok {
 			used[name] = true
 		}
-		return v, true
+		return v, ok
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: set it in spec.postBuild.substitute or substituteFrom, or give it a default (${var:=default}), as kustomize-controller requires", err)
 	}
 	j, err = sigsyaml.YAMLToJSON([]byte(out))
 	if err != nil {
