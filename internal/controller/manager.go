@@ -228,8 +228,14 @@ func Run(ctx context.Context, o Options) error {
 	batch := newBatcher(egress.WithPolicy(ctx, policy), eng, o.Concurrent, o.Log)
 	batch.base.Egress, batch.base.NoRemoteBases, batch.base.Sandbox = policy, o.NoRemoteBases, o.Sandbox
 	isolation := "none: renders run in the controller's process"
+	workersConfined.Set(-1)
 	if o.Sandbox != nil {
 		isolation = o.Sandbox.Isolation()
+		abi, why := o.Sandbox.Confinement()
+		workersConfined.Set(float64(abi))
+		if abi == 0 {
+			o.Log.Warn("render workers are not confined: a render can read any file this user can and open network connections; only their limits and empty environment hold", "why", why)
+		}
 	}
 	if l, ok := listeners["hook"]; ok {
 		h := &hooks{client: mgr.GetClient(), secrets: sec, log: o.Log, now: o.Now}

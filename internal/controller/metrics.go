@@ -63,6 +63,10 @@ var (
 		Help:    "Peak resident memory of each render worker process.",
 		Buckets: prometheus.ExponentialBuckets(16<<20, 2, 10),
 	})
+	workersConfined = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_render_workers_landlock_abi",
+		Help: "The Landlock ABI confining render workers; 0: they run unconfined (no file or network confinement), -1: renders run in the controller's process.",
+	})
 	workersKilled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_render_workers_killed_total",
 		Help: "Render workers ended by a limit: timeout, memory, CPU.",
@@ -71,7 +75,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(gitOps, registryRequests, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests,
-		workerCPU, workerPeak, workersKilled)
+		workerCPU, workerPeak, workersKilled, workersConfined)
 }
 
 func observeGit(op string) { gitOps.WithLabelValues(op).Inc() }

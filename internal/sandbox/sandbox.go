@@ -132,6 +132,14 @@ func (s *Sandbox) Isolation() string {
 	return fmt.Sprintf("a process per render, %s, memory %d MiB, CPU %s", ll, s.limits.Memory>>20, s.limits.CPU)
 }
 
+// Confinement says how workers are confined: the Landlock ABI that
+// confines them, or 0 and why they run without one (no file or network
+// confinement: only the limits and the empty environment hold).
+func (s *Sandbox) Confinement() (landlock int, why string) {
+	s.start()
+	return s.spawner.landlock, s.spawner.why
+}
+
 func (s *Sandbox) start() {
 	s.once.Do(func() { s.spawner = newSpawner(s.command[0]) })
 }

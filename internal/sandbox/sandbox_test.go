@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
-	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,7 +31,8 @@ func TestMain(m *testing.M) {
 }
 
 // probe tries what a worker must not be able to do, and prints what
-// happened: a file read, a TCP connection, its environment.
+// happened: a file read, a TCP connection; then its environment, a
+// variable a line, and the limits it runs under.
 func probe(args []string) int {
 	_, err := os.ReadFile(args[0])
 	fmt.Printf("read: %v\n", err)
@@ -39,7 +41,13 @@ func probe(args []string) int {
 		conn.Close()
 	}
 	fmt.Printf("connect: %v\n", err)
-	fmt.Printf("env: %s\n", strings.Join(os.Environ(), " "))
+	for _, kv := range os.Environ() {
+		fmt.Printf("env: %s\n", kv)
+	}
+	var as, cpu syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_AS, &as)
+	syscall.Getrlimit(syscall.RLIMIT_CPU, &cpu)
+	fmt.Printf("address space: %d\ncpu: %d\n", as.Cur, cpu.Cur)
 	return 0
 }
 
@@ -168,12 +176,14 @@ func TestNoRenderChangesAnother(t *testing.T) {
 // TestAWorkerIsConfined: a worker's process opens no file, connects to
 // no TCP port and holds none of this process's environment (a
 // credential in it, say).
+// TestAWorkerIsConfined starts a probe in place of the worker through
+// Sandbox.spawn, the path every render takes (its environment, the
+// confined spawning thread, the limits), and the probe tries what a
+// worker must not do: read a file this process can, connect to a TCP
+// port here, see this process's environment. It also reads the limits it
+// runs under. A machine without Landlock fails it: workers there would
+// run unconfined (SLUICE_TEST_UNCONFINED=1 acknowledges such a machine).
 func TestAWorkerIsConfined(t *testing.T) {
-	s := newSandbox(t, Limits{})
-	s.start()
-	if s.spawner.landlock == 0 {
-		t.Skipf("no Landlock here: %s", s.spawner.why)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -182,48 +192,53 @@ func TestAWorkerIsConfined(t *testing.T) {
 	t.Setenv("SLUICE_GIT_PASSWORD", "s3cret")
 	secret := t.TempDir() + "/token"
 	os.WriteFile(secret, []byte("s3cret"), 0o600)
-	var out strings.Builder
-	cmd := &exec.Cmd{Path: s.command[0], Args: []string{s.command[0], "probe", secret, ln.Addr().String()}, Stdout: &out, Stderr: &out,
-		Stdin: strings.NewReader(""), Env: []string{"GOGC=400"}}
-	// Stdin as a reader needs a goroutine and a pipe, opened here: give
-	// the process real files instead.
-	devnull, _ := os.Open(os.DevNull)
-	defer devnull.Close()
-	cmd.Stdin = devnull
-	r, w, _ := os.Pipe()
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := s.spawner.start(cmd); err != nil {
+	limits := Limits{Memory: 512 << 20, CPU: 7 * time.Second}.WithDefaults()
+	s, err := New(Options{Command: []string{os.Args[0], "probe", secret, ln.Addr().String()}, Limits: limits})
+	if err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
-	buf := make([]byte, 64<<10)
-	n, _ := readAll(r, buf)
-	cmd.Wait()
-	got := string(buf[:n])
-	for _, want := range []string{"read: open " + secret + ": permission denied", "connect: dial tcp " + ln.Addr().String() + ": connect: permission denied"} {
+	defer s.Close()
+	if abi, why := s.Confinement(); abi == 0 {
+		if os.Getenv("SLUICE_TEST_UNCONFINED") == "" {
+			t.Fatalf("no Landlock here (%s): render workers would run unconfined, able to read any file and connect anywhere; run on a kernel with Landlock (5.13+, lsm=landlock), or set SLUICE_TEST_UNCONFINED=1 to acknowledge it", why)
+		}
+		t.Skipf("no Landlock here (%s), acknowledged by SLUICE_TEST_UNCONFINED", why)
+	}
+	w, err := s.spawn(limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(w.out)
+	w.wait()
+	w.close()
+	got := string(out)
+	for _, want := range []string{
+		"read: open " + secret + ": permission denied",
+		"connect: dial tcp " + ln.Addr().String() + ": connect: permission denied",
+		fmt.Sprintf("address space: %d", addressSpace(limits.Memory)),
+		"cpu: 7",
+	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the probe says:\n%s\nwant %q", got, want)
 		}
 	}
-	if strings.Contains(got, "s3cret") {
-		t.Errorf("the worker holds this process's environment:\n%s", got)
+	// Its environment is the runtime's settings and where start-up finds
+	// its directories: nothing of this process's.
+	var keys []string
+	for _, l := range strings.Split(got, "\n") {
+		if kv, ok := strings.CutPrefix(l, "env: "); ok {
+			k, _, _ := strings.Cut(kv, "=")
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	if want := []string{"GOGC", "GOMEMLIMIT", "GOTRACEBACK", "TMPDIR", "XDG_CACHE_HOME"}; !slices.Equal(keys, want) {
+		t.Errorf("the worker's environment holds %v, want %v", keys, want)
 	}
 	// This process itself is not confined.
 	if _, err := os.ReadFile(secret); err != nil {
 		t.Errorf("the host lost its own access: %v", err)
 	}
-}
-
-func readAll(f *os.File, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := f.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // chart is a chart of one template.
