@@ -510,7 +510,7 @@ func splitImage(s string) (name, tag, digest string) {
 
 // postBuild sets Argo CD's resource tracking on every object but CRDs,
 // as the repo-server does.
-func (a *Argo) postBuild(_ context.Context, objects []*yaml.RNode) ([]*yaml.RNode, error) {
+func (a *Argo) postBuild(_ context.Context, objects []*yaml.RNode, _ []string) ([]*yaml.RNode, error) {
 	rep := Report{Settings: a.settings()}
 	for _, o := range objects {
 		if o.GetKind() == "CustomResourceDefinition" && strings.HasPrefix(o.GetApiVersion(), "apiextensions.k8s.io/") {

@@ -411,7 +411,7 @@ func scanManifests(fsys source.FS, dir string, ignored gitignore.Matcher) ([]str
 // the build: decryption, then variable substitution; then it sets the
 // owner labels and the common metadata, as kustomize-controller does
 // before applying.
-func (f *Flux) postBuild(ctx context.Context, objects []*yaml.RNode) ([]*yaml.RNode, error) {
+func (f *Flux) postBuild(ctx context.Context, objects []*yaml.RNode, origins []string) ([]*yaml.RNode, error) {
 	rep := Report{Settings: f.settings(), Substituted: map[string]int{}}
 	var dec *decryptor
 	if d := f.spec.Decryption; d != nil && d.Provider == decryptionSOPS {
@@ -431,8 +431,11 @@ func (f *Flux) postBuild(ctx context.Context, objects []*yaml.RNode) ([]*yaml.RN
 	}
 	used := map[string]bool{}
 	out := make([]*yaml.RNode, 0, len(objects))
-	for _, o := range objects {
+	for i, o := range objects {
 		subject := fmt.Sprintf("%s %s", o.GetKind(), strings.Trim(o.GetNamespace()+"/"+o.GetName(), "/"))
+		if i < len(origins) && origins[i] != "" {
+			subject += " (" + origins[i] + ")"
+		}
 		if dec != nil && !strings.EqualFold(o.GetAnnotations()[annotationDecrypt], disabled) {
 			n, decrypted, err := dec.object(o)
 			if err != nil {

@@ -182,8 +182,8 @@ spec:
 					t.Fatal(err)
 				}
 				_, err = deploy.Render(ctx, dir, own.Options(render.Options{}))
-				if !strings.Contains(msg, tc.fails) || err == nil || !strings.Contains(err.Error(), tc.fails) || !strings.Contains(err.Error(), "ConfigMap "+namespaces[tc.name]+"/settings") {
-					t.Errorf("kustomize-controller says %q\nSluice says %v\nboth should say %q (Sluice naming the object)", msg, err, tc.fails)
+				if !strings.Contains(msg, tc.fails) || err == nil || !strings.Contains(err.Error(), tc.fails) || !strings.Contains(err.Error(), "ConfigMap "+namespaces[tc.name]+"/settings (unset/cm.yaml)") {
+					t.Errorf("kustomize-controller says %q\nSluice says %v\nboth should say %q (Sluice naming the object and its file)", msg, err, tc.fails)
 				}
 				return
 			}

@@ -80,10 +80,11 @@ type Options struct {
 	// Directory, if set, is how a plain folder is read (an Argo CD
 	// Application's source.directory).
 	Directory *Directory
-	// PostBuild, if set, is given the rendered objects and returns the
-	// objects the render gives (a Flux Kustomization's decryption and
-	// variable substitution).
-	PostBuild func(ctx context.Context, objects []*yaml.RNode) ([]*yaml.RNode, error)
+	// PostBuild, if set, is given the rendered objects, with each one's
+	// source file where Origins asked for them (else origins is empty),
+	// and returns the objects the render gives (a Flux Kustomization's
+	// decryption and variable substitution).
+	PostBuild func(ctx context.Context, objects []*yaml.RNode, origins []string) ([]*yaml.RNode, error)
 }
 
 // Result is a render's output and what it read.
@@ -254,7 +255,7 @@ func render(ctx context.Context, tr, fsys source.FS, dir string, o Options, lim 
 		if err != nil {
 			return nil, err
 		}
-		if res.Objects, err = o.PostBuild(ctx, nodes); err != nil {
+		if res.Objects, err = o.PostBuild(ctx, nodes, res.Origins); err != nil {
 			return nil, err
 		}
 		res.yaml = nil // the objects changed: the YAML is theirs now
