@@ -110,8 +110,7 @@ func (s *Session) handBack(ctx context.Context, refs []cluster.Ref) error {
 			s.rec.Owners[i].Deleted = slices.DeleteFunc(s.rec.Owners[i].Deleted, is(ref))
 		}
 	}
-	_, err := s.release(ctx, true)
-	return err
+	return s.release(ctx, true)
 }
 
 // release hands back the owners the session no longer needs paused: every
@@ -119,9 +118,10 @@ func (s *Session) handBack(ctx context.Context, refs []cluster.Ref) error {
 // object once none of its objects is held; and one suspended for the
 // objects the session deleted once none is deleted any more, which goes
 // back to being paused object by object (its held objects carry the mark)
-// or, holding none, is resumed. The record is written when it changed, or
-// when write says it must be.
-func (s *Session) release(ctx context.Context, write bool) (bool, error) {
+// or, holding none, is resumed. A Kustomization still suspended for
+// deleted objects names those still deleted. The record is written when
+// an owner was handed back, or when write says it must be.
+func (s *Session) release(ctx context.Context, write bool) error {
 	holdsNothing := len(s.rec.Saved) == 0 && len(s.rec.Created) == 0
 	var keep []Owner
 	for _, o := range s.rec.Owners {
@@ -129,7 +129,7 @@ func (s *Session) release(ctx context.Context, write bool) (bool, error) {
 		switch {
 		case holdsNothing, narrow && len(o.Objects) == 0:
 			if err := resume(ctx, s.c.Kube(), o, s.o.Name); err != nil {
-				return false, err
+				return err
 			}
 			write = true
 			continue
@@ -137,22 +137,23 @@ func (s *Session) release(ctx context.Context, write bool) (bool, error) {
 			// Suspended only for what was deleted: its marked objects hold
 			// the pause from now on.
 			if err := resume(ctx, s.c.Kube(), o, s.o.Name); err != nil {
-				return false, err
+				return err
 			}
 			o.How, o.Why, o.Prior, o.Parent = HowObjects, "", nil, nil
 			write = true
 		}
+		o.Why = deletedWhy(o)
 		keep = append(keep, o)
 	}
-	if !write {
-		return false, nil
-	}
 	s.rec.Owners = keep
+	if !write {
+		return nil
+	}
 	if err := s.store.write(ctx, s.rec); err != nil {
-		return false, err
+		return err
 	}
 	s.published()
-	return true, nil
+	return nil
 }
 
 // within reports whether every field the render sets holds the same

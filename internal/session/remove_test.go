@@ -166,6 +166,7 @@ func TestASessionRemovesWhatTheTreeRemovesAsFluxWouldPruneIt(t *testing.T) {
 	// left where they are.
 	write(t, dir, map[string]string{"kustomization.yaml": "resources: [settings.yaml, web.yaml]\n"})
 	it := h.ok(t)
+	t.Logf("a resource dropped (taken over, Kustomization suspended, deleted): %s", it.Latency)
 	if got := changes(it); got != "configmap/keep kept\nservice/web deleted" {
 		t.Errorf("the service and keep dropped:\n%s", got)
 	}
@@ -188,6 +189,7 @@ func TestASessionRemovesWhatTheTreeRemovesAsFluxWouldPruneIt(t *testing.T) {
 	// resumes, settings alone held by its mark.
 	write(t, dir, map[string]string{"kustomization.yaml": "resources: [settings.yaml, web.yaml, service.yaml]\n"})
 	it = h.ok(t)
+	t.Logf("put back (recreated with its managed fields, Kustomization back to object marks): %s", it.Latency)
 	if got := changes(it); got != "service/web handed back" {
 		t.Errorf("the service put back:\n%s", got)
 	}
@@ -250,6 +252,7 @@ func TestASessionFollowsRenamesStashesAndBranchSwitches(t *testing.T) {
 	write(t, dir, map[string]string{"kustomization.yaml": "namePrefix: v2-\n" + shop["apps/kustomization.yaml"]})
 	it := h.ok(t)
 	want := "configmap/keep kept\nconfigmap/settings deleted\nconfigmap/v2-keep created\nconfigmap/v2-settings created\ndeployment.apps/v2-web created\ndeployment.apps/web deleted\nservice/v2-web created\nservice/web deleted"
+	t.Logf("a namePrefix added (4 created, 3 deleted, 1 kept): %s", it.Latency)
 	if got := changes(it); got != want {
 		t.Errorf("renamed:\n%s\nwant:\n%s", got, want)
 	}
@@ -277,6 +280,7 @@ func TestASessionFollowsRenamesStashesAndBranchSwitches(t *testing.T) {
 	testenv.Git(t, f.work.Dir, "checkout", "-q", "feature")
 	it = h.ok(t)
 	want = "configmap/extra created\nconfigmap/settings configured\nservice/web deleted"
+	t.Logf("git checkout feature (1 created, 1 configured, 1 deleted): %s", it.Latency)
 	if got := changes(it); got != want || it.Branch != "feature" {
 		t.Errorf("on feature (%s):\n%s\nwant:\n%s", it.Branch, got, want)
 	}
@@ -289,6 +293,7 @@ func TestASessionFollowsRenamesStashesAndBranchSwitches(t *testing.T) {
 	testenv.Git(t, f.work.Dir, "checkout", "-q", "main")
 	it = h.ok(t)
 	want = "configmap/extra deleted\nconfigmap/settings handed back\nservice/web handed back"
+	t.Logf("git checkout main (1 deleted, 2 handed back): %s", it.Latency)
 	if got := changes(it); got != want || it.Branch != "main" {
 		t.Errorf("back on main (%s):\n%s\nwant:\n%s", it.Branch, got, want)
 	}

@@ -383,8 +383,7 @@ func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.A
 	if err != nil {
 		return res, err
 	}
-	_, err = s.release(ctx, false)
-	return res, err
+	return res, s.release(ctx, false)
 }
 
 // reapplied makes the objects a Flux Kustomization's pause counts as
