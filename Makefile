@@ -7,8 +7,14 @@ GO ?= go
 
 all: build
 
+# sluice and its render worker, sluice-render, built together: one build
+# identity linked into both, by which sluice knows the worker beside it
+# is its own (package sandbox; otherwise it re-executes itself).
+BUILD_ID := $(shell date +%s%N)
+LINK_ID = -X sluice.dev/sluice/internal/sandbox.build=$(BUILD_ID)
+
 build:
-	$(GO) build -o bin/sluice ./cmd/sluice
+	$(GO) build -ldflags "$(LINK_ID)" -o bin/ ./cmd/sluice ./cmd/sluice-render
 
 # What the tests need, built once into bin/ (most of the 26 minutes a cold make test takes on 2 cores): the
 # control plane (kube-apiserver, etcd, kube-controller-manager), the helm
@@ -30,10 +36,11 @@ tools:
 	hack/chromium/install.sh >/dev/null
 	$(MAKE) bin/image/sluice
 
-# The static binary of Sluice's own image (config/image/sluice.yaml).
+# The static binaries of Sluice's own image (config/image/sluice.yaml):
+# sluice and its render worker, built together.
 .PHONY: bin/image/sluice
 bin/image/sluice:
-	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/image/sluice ./cmd/sluice
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "$(LINK_ID)" -o bin/image/ ./cmd/sluice ./cmd/sluice-render
 
 # Sluice's own image, by Sluice's own builder: make image REGISTRY=...
 image: bin/image/sluice

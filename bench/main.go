@@ -151,6 +151,18 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	syncs4 := filepath.Join(work, "syncs-verified")
 	writeSyncsWith(syncs4, srcURL, dst4URL, reg.Host, nOverlays, nCharts, "    verify: {provider: cosign, secretRef: {name: cosign}}\n")
 	dst5URL := git.CreateRepo(tb, "deploy-keyless")
+	dst6URL := git.CreateRepo(tb, "deploy-self")
+	syncs6 := filepath.Join(work, "syncs-self")
+	writeSyncs(syncs6, srcURL, dst6URL, reg.Host, nOverlays, nCharts)
+	// sluice alone, without its worker binary: its workers are itself
+	// re-executed, as before sluice-render.
+	alone := filepath.Join(work, "alone", "sluice")
+	if err := os.MkdirAll(filepath.Dir(alone), 0o755); err != nil {
+		return err
+	}
+	if data, err := os.ReadFile(bin); err != nil || os.WriteFile(alone, data, 0o755) != nil {
+		return fmt.Errorf("copying sluice alone: %v", err)
+	}
 	syncs5 := filepath.Join(work, "syncs-keyless")
 	writeSyncsWith(syncs5, srcURL, dst5URL, reg.Host, nOverlays, nCharts, fmt.Sprintf("    verify: {provider: cosign, keyless: {issuer: %q, subject: %q}}\n", ci.Issuer, ci.Subject))
 	trustedRoot := filepath.Join(work, "trusted_root.json")
@@ -167,7 +179,7 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 	cache := filepath.Join(work, "cache")
 
 	phase := 0
-	hydrate := func(name, dir string, flags ...string) (measurement, error) {
+	hydrateWith := func(bin, name, dir string, flags ...string) (measurement, error) {
 		// BENCH_PROFILE=prefix writes a CPU profile of each sluice run.
 		phase++
 		if p := os.Getenv("BENCH_PROFILE"); p != "" {
@@ -180,6 +192,9 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 		m.note = summarize(out)
 		return m, nil
 	}
+	hydrate := func(name, dir string, flags ...string) (measurement, error) {
+		return hydrateWith(bin, name, dir, flags...)
+	}
 	var ms []measurement
 	cold, err := hydrate("(a) sluice hydrate, cold cache", syncs)
 	if err != nil {
@@ -191,6 +206,13 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 		return err
 	}
 	ms = append(ms, warm)
+	// What the worker binary saves: the same, each worker sluice itself.
+	self, err := hydrateWith(alone, "(a) sluice hydrate, warm cache, workers sluice re-executed (no sluice-render beside it)", syncs6)
+	if err != nil {
+		return err
+	}
+	self.note += fmt.Sprintf("; sluice-render saves %.0f%% of its wall, %.0f%% of its CPU", 100-100*float64(warm.wall)/float64(self.wall), 100-100*float64(warm.cpu)/float64(self.cpu))
+	ms = append(ms, self)
 	// The cost of isolation: the same, each render in this process.
 	inProcess, err := hydrate("(a') sluice hydrate --render-isolation none, warm cache", syncs3, "--render-isolation", "none")
 	if err != nil {
@@ -369,7 +391,10 @@ func tail(s string) string {
 // tools builds sluice into work and finds the kubectl of the baselines.
 func tools(work string) (sluice, kubectl string, err error) {
 	sluice = filepath.Join(work, "sluice")
-	build := exec.Command("go", "build", "-o", sluice, "./cmd/sluice")
+	// With its render worker beside it, built together, as make build
+	// and the image build them.
+	id := fmt.Sprintf("-X sluice.dev/sluice/internal/sandbox.build=bench-%d", time.Now().UnixNano())
+	build := exec.Command("go", "build", "-ldflags", id, "-o", work+"/", "./cmd/sluice", "./cmd/sluice-render")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		return "", "", fmt.Errorf("building sluice: %w", err)

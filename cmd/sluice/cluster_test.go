@@ -21,7 +21,7 @@ var cp *testenv.ControlPlane
 // to kill -9).
 func TestMain(m *testing.M) {
 	if sandbox.IsWorker(os.Args) {
-		os.Exit(sandbox.Serve(os.Stdin, os.Stdout))
+		os.Exit(sandbox.WorkerMain(os.Args))
 	}
 	if os.Getenv("SLUICE_TEST_MAIN") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

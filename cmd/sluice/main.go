@@ -17,7 +17,7 @@ import (
 func main() {
 	// A render worker of this binary's own (package sandbox) starts as one.
 	if sandbox.IsWorker(os.Args) {
-		os.Exit(sandbox.Serve(os.Stdin, os.Stdout))
+		os.Exit(sandbox.WorkerMain(os.Args))
 	}
 	// SLUICE_CPUPROFILE=file writes a CPU profile of the run: a
 	// developer's aid for the benchmarks.

@@ -29,7 +29,7 @@ var cp *testenv.ControlPlane
 
 func TestMain(m *testing.M) {
 	if sandbox.IsWorker(os.Args) {
-		os.Exit(sandbox.Serve(os.Stdin, os.Stdout))
+		os.Exit(sandbox.WorkerMain(os.Args))
 	}
 	if os.Getenv(childEnv) != "" {
 		os.Exit(child())

@@ -11,7 +11,7 @@ import (
 // tests starts it.
 func TestMain(m *testing.M) {
 	if sandbox.IsWorker(os.Args) {
-		os.Exit(sandbox.Serve(os.Stdin, os.Stdout))
+		os.Exit(sandbox.WorkerMain(os.Args))
 	}
 	os.Exit(m.Run())
 }

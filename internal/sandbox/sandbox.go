@@ -54,7 +54,9 @@ func (l Limits) WithDefaults() Limits {
 
 // Options configure a Sandbox.
 type Options struct {
-	// Command starts a worker; the default is this binary with WorkerArg.
+	// Command starts a worker; the default is the worker binary beside
+	// this one (WorkerBinary) when both are the same build, else this
+	// binary with WorkerArg.
 	// A test binary names itself (its TestMain serves workers).
 	Command []string
 	// Env is added to a worker's environment, which otherwise holds only
@@ -84,7 +86,11 @@ type Usage struct {
 // Sandbox starts workers, one per render or template.
 type Sandbox struct {
 	command []string
-	env     []string
+	// notOwn says why workers are this binary re-executed rather than
+	// the worker binary ("" when they are the worker binary, or a
+	// command given).
+	notOwn string
+	env    []string
 	limits  Limits
 	log     *slog.Logger
 	observe func(Usage)
@@ -97,11 +103,10 @@ type Sandbox struct {
 func New(o Options) (*Sandbox, error) {
 	s := &Sandbox{command: o.Command, env: o.Env, limits: o.Limits.WithDefaults(), log: o.Log, observe: o.Observe}
 	if len(s.command) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding this binary to run render workers: %w", err)
+		var err error
+		if s.command, s.notOwn, err = workerCommand(); err != nil {
+			return nil, err
 		}
-		s.command = []string{exe, WorkerArg}
 	}
 	bin, err := filepath.EvalSymlinks(s.command[0])
 	if err != nil {
@@ -121,15 +126,20 @@ func (s *Sandbox) Close() {
 	}
 }
 
-// Isolation says how workers are confined, for a log line at start:
-// "process per render, Landlock ABI 7 (no file, no TCP), 1 GiB, 2m0s CPU".
+// Isolation says what workers are and how they are confined, for a log
+// line at start: "a process per render (sluice-render), Landlock ABI 7
+// (no file but the binary, no TCP), memory 1024 MiB, CPU 2m0s".
 func (s *Sandbox) Isolation() string {
 	s.start()
 	ll := fmt.Sprintf("Landlock ABI %d (no file but the binary, no TCP)", s.spawner.landlock)
 	if s.spawner.landlock == 0 {
 		ll = "no Landlock: " + s.spawner.why
 	}
-	return fmt.Sprintf("a process per render, %s, memory %d MiB, CPU %s", ll, s.limits.Memory>>20, s.limits.CPU)
+	bin := filepath.Base(s.command[0])
+	if s.notOwn != "" {
+		bin += " re-executed, not " + WorkerBinary + ": " + s.notOwn
+	}
+	return fmt.Sprintf("a process per render (%s), %s, memory %d MiB, CPU %s", bin, ll, s.limits.Memory>>20, s.limits.CPU)
 }
 
 // Confinement says how workers are confined: the Landlock ABI that

@@ -22,7 +22,7 @@ import (
 // probe of its confinement when a test does.
 func TestMain(m *testing.M) {
 	if IsWorker(os.Args) {
-		os.Exit(Serve(os.Stdin, os.Stdout))
+		os.Exit(WorkerMain(os.Args))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "probe" {
 		os.Exit(probe(os.Args[2:]))
