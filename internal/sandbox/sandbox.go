@@ -89,8 +89,8 @@ type Sandbox struct {
 	// notOwn says why workers are this binary re-executed rather than
 	// the worker binary ("" when they are the worker binary, or a
 	// command given).
-	notOwn string
-	env    []string
+	notOwn  string
+	env     []string
 	limits  Limits
 	log     *slog.Logger
 	observe func(Usage)
