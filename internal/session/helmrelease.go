@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"helm.sh/helm/v4/pkg/strvals"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"sluice.dev/sluice/internal/cluster"
 )
@@ -201,4 +202,26 @@ func shortenReleaseName(name string) string {
 		return name
 	}
 	return fmt.Sprintf("%s-%x", name[:40], sha256.Sum256([]byte(name)))[:53]
+}
+
+// metadata puts on every rendered object what helm-controller applies
+// with it: Helm's ownership annotations and managed-by label, and the
+// labels Flux's post-renderer adds naming the HelmRelease. A chart
+// rendered as the HelmRelease then compares with what it applied, field
+// for field (helm-controller applies server-side).
+func (h *HelmRelease) metadata(_ context.Context, objs []*kyaml.RNode, _ []string) ([]*kyaml.RNode, error) {
+	for _, o := range objs {
+		for _, f := range []kyaml.Filter{
+			kyaml.SetAnnotation("meta.helm.sh/release-name", h.ReleaseName),
+			kyaml.SetAnnotation("meta.helm.sh/release-namespace", h.Namespace),
+			kyaml.SetLabel("app.kubernetes.io/managed-by", "Helm"),
+			kyaml.SetLabel("helm.toolkit.fluxcd.io/name", h.Ref.Name),
+			kyaml.SetLabel("helm.toolkit.fluxcd.io/namespace", h.Ref.Namespace),
+		} {
+			if err := o.PipeE(f); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+	return objs, nil
 }

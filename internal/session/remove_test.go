@@ -375,3 +375,82 @@ func (f *realFlux) renderedAllUnchanged(it Iteration, name string) {
 		f.t.Errorf("the iteration's objects:\n%s\nwant what Kustomization %s applied, each unchanged:\n%s", strings.Join(got, "\n"), name, strings.Join(want, "\n"))
 	}
 }
+
+// A chart whose value turns a template off, deployed by the real
+// helm-controller: the session on the chart (with the HelmRelease's
+// values) deletes the object the template made, the HelmRelease
+// suspended (Helm upgrades a release whole); the value back hands it back
+// and resumes the HelmRelease; turned off again and the session stopped,
+// the objects (content and managed fields) and the HelmRelease are as
+// before.
+func TestASessionOnAChartRemovesWhatAValueTurnsOff(t *testing.T) {
+	files := map[string]string{}
+	for k, v := range fleet {
+		files[k] = v
+	}
+	files["charts/web/values.yaml"] = "color: blue\nextra: true\n"
+	files["charts/web/templates/extra.yaml"] = "{{- if .Values.extra }}\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}-extra}\ndata: {v: '1'}\n{{- end }}\n"
+	f := startRealFlux(t, files)
+	f.apply(strings.Replace(fleetClusters["clusters/web.yaml"], "  suspend: false\n", "", 1))
+	f.ready("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
+	state := func() map[string]string {
+		out := map[string]string{}
+		for _, name := range []string{"web-config", "web-extra"} {
+			if u := get(t, f.c, "v1", "ConfigMap", f.ns, name); u != nil {
+				out[name] = managedContent(u)
+			}
+		}
+		hr := get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.fluxNS, "web")
+		out["HelmRelease"] = fmt.Sprint(hr.Object["spec"])
+		return out
+	}
+	before := state()
+	if len(before) != 3 {
+		t.Fatalf("helm-controller applied: %v", before)
+	}
+	hrSuspended := func() bool { return suspended(get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.fluxNS, "web")) }
+	dir := filepath.Join(f.work.Dir, "charts", "web")
+
+	// The namespace tells this HelmRelease from other tests' of the same
+	// chart (a person would say -n too).
+	h := runSession(t, f.c, RunOptions{Dir: dir, Session: Options{Namespace: f.ns}})
+	if st := h.start(t); st.HelmRelease == nil || st.HelmRelease.Name != "web" {
+		t.Fatalf("started with HelmRelease %v", st.HelmRelease)
+	}
+	if it := h.ok(t); it.Result.Changed() || it.Result.Count(cluster.Unchanged) != 2 {
+		t.Fatalf("an unchanged chart: %s", actions(it.Result))
+	}
+	write(t, dir, map[string]string{"values.yaml": "color: blue\nextra: false\n"})
+	it := h.ok(t)
+	t.Logf("a template turned off (HelmRelease suspended, deleted): %s", it.Latency)
+	if got := changes(it); got != "configmap/web-extra deleted" || !hrSuspended() || len(it.Paused) != 1 || !strings.HasPrefix(it.Paused[0], "HelmRelease/"+f.fluxNS+"/web: suspended") {
+		t.Fatalf("extra turned off: %s; suspended %v; paused %v", got, hrSuspended(), it.Paused)
+	}
+	f.looked("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
+	f.eventually(5*time.Second, func() string {
+		if f.exists("v1", "ConfigMap", "web-extra") {
+			return "web-extra is back"
+		}
+		return ""
+	})
+	f.looked("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
+	if f.exists("v1", "ConfigMap", "web-extra") {
+		t.Fatal("helm-controller brought back the object the session deleted")
+	}
+
+	write(t, dir, map[string]string{"values.yaml": "color: blue\nextra: true\n"})
+	if it := h.ok(t); changes(it) != "configmap/web-extra handed back" || hrSuspended() {
+		t.Errorf("extra turned on again: %s; suspended %v", changes(it), hrSuspended())
+	}
+	if d := differs(before, state()); d != "" {
+		t.Errorf("after the hand-back: %s", d)
+	}
+
+	write(t, dir, map[string]string{"values.yaml": "color: blue\nextra: false\n"})
+	if it := h.ok(t); changes(it) != "configmap/web-extra deleted" || !hrSuspended() {
+		t.Errorf("turned off again: %s; suspended %v", changes(it), hrSuspended())
+	}
+	h.stop(t)
+	f.ready("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
+	f.eventually(30*time.Second, func() string { return differs(before, state()) })
+}

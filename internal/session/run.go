@@ -336,6 +336,7 @@ func chartRelease(ctx context.Context, c *cluster.Client, dir string, o *RunOpti
 	}
 	r.Helm = &h
 	o.Render.Render = &r
+	o.Render.PostBuild = hr.metadata
 	if o.Session.Namespace == "" {
 		o.Session.Namespace = hr.Namespace
 	}

@@ -51,6 +51,20 @@ func runSession(t *testing.T, c *cluster.Client, o RunOptions) *harness {
 	return h
 }
 
+// start waits for the session to start, failing if it ends first.
+func (h *harness) start(t *testing.T) Started {
+	t.Helper()
+	select {
+	case st := <-h.started:
+		return st
+	case <-h.done:
+		t.Fatalf("the session ended before it started: %v", h.err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the session did not start within 60s")
+	}
+	return Started{}
+}
+
 // record reads the session's record on the cluster.
 func (h *harness) record(t *testing.T, c *cluster.Client) *Record {
 	t.Helper()
