@@ -408,7 +408,9 @@ func TestASessionOnAChartRemovesWhatAValueTurnsOff(t *testing.T) {
 	if len(before) != 3 {
 		t.Fatalf("helm-controller applied: %v", before)
 	}
-	hrSuspended := func() bool { return suspended(get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.fluxNS, "web")) }
+	hrSuspended := func() bool {
+		return suspended(get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.fluxNS, "web"))
+	}
 	dir := filepath.Join(f.work.Dir, "charts", "web")
 
 	// The namespace tells this HelmRelease from other tests' of the same
