@@ -184,12 +184,21 @@ var settleDeleted = 10 * time.Second
 // starts (Argo CD its sync policy when a sync does), so one that started
 // before the pause still applies the object. It runs beside the session,
 // under its lock between looks, and stops at the first of: the window's
-// end, the session's stop, the tree rendering the object again.
+// end, the session's stop, its heartbeat's end (the session is not this
+// process's any more: another restored it), the tree rendering the object
+// again.
 func (s *Session) keepDeleted(refs []cluster.Ref) {
 	go func() {
 		deadline := time.Now().Add(settleDeleted)
 		for time.Now().Before(deadline) {
-			time.Sleep(250 * time.Millisecond)
+			select {
+			case <-s.hbDone:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return // woken late (the process was paused): the window is over
+			}
 			s.mu.Lock()
 			if s.stopped {
 				s.mu.Unlock()
