@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/sandbox"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -54,7 +55,7 @@ func TestSluicesOwnImage(t *testing.T) {
 	rc, _ := layers[len(layers)-1].Uncompressed()
 	defer rc.Close()
 	tr := tar.NewReader(rc)
-	var got []byte
+	var got, worker []byte
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -63,24 +64,46 @@ func TestSluicesOwnImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Name == "usr/local/bin/sluice" {
+		switch h.Name {
+		case "usr/local/bin/sluice", "usr/local/bin/sluice-render":
 			if h.Mode&0o111 == 0 {
-				t.Errorf("the binary is not executable: %o", h.Mode)
+				t.Errorf("%s is not executable: %o", h.Name, h.Mode)
 			}
-			got, _ = io.ReadAll(tr)
+			data, _ := io.ReadAll(tr)
+			if h.Name == "usr/local/bin/sluice" {
+				got = data
+			} else {
+				worker = data
+			}
 		}
 	}
 	want, _ := os.ReadFile(bin)
 	if !bytes.Equal(got, want) {
 		t.Fatalf("the image's /usr/local/bin/sluice (%d bytes) is not bin/image/sluice (%d bytes)", len(got), len(want))
 	}
-	run := filepath.Join(t.TempDir(), "sluice")
+	dir := t.TempDir()
+	run := filepath.Join(dir, "sluice")
 	if err := os.WriteFile(run, got, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(run, "serve", "--help").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--watch-label-selector") {
 		t.Fatalf("the image's binary: %v\n%s", err, out)
+	}
+	// Its render worker beside it, of the same build: sluice uses it.
+	if err := os.WriteFile(filepath.Join(dir, sandbox.WorkerBinary), worker, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, b := range []string{run, filepath.Join(dir, sandbox.WorkerBinary)} {
+		out, err := exec.Command(b, sandbox.WorkerArg, "--identity").Output()
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		ids = append(ids, strings.TrimSpace(string(out)))
+	}
+	if ids[0] == "" || ids[0] != ids[1] {
+		t.Errorf("the image's sluice and sluice-render are builds %q and %q: sluice would not use its worker binary", ids[0], ids[1])
 	}
 }
 
