@@ -39,6 +39,19 @@ const (
 // owners finds the GitOps objects that own a live object, from the labels
 // and annotations Flux and Argo CD put on what they apply.
 func (s *Session) owners(ctx context.Context, live *unstructured.Unstructured) ([]cluster.Ref, error) {
+	objs, err := s.ownerObjects(ctx, live)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]cluster.Ref, 0, len(objs))
+	for _, u := range objs {
+		refs = append(refs, cluster.RefOf(u))
+	}
+	return refs, nil
+}
+
+// ownerObjects reads the GitOps objects that own a live object (owners).
+func (s *Session) ownerObjects(ctx context.Context, live *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	labels, annotations := live.GetLabels(), live.GetAnnotations()
 	var out []cluster.Ref
 	add := func(gvk schema.GroupVersionKind, ns, name string) {
@@ -70,12 +83,14 @@ func (s *Session) owners(ctx context.Context, live *unstructured.Unstructured) (
 	}
 	// An owner the cluster does not have (its CRD or object is gone)
 	// cannot be suspended, and needs not be.
-	var present []cluster.Ref
+	var present []*unstructured.Unstructured
 	for _, ref := range out {
-		if _, err := s.getOwner(ctx, ref); err == nil {
-			present = append(present, ref)
-		} else if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
-			return nil, err
+		u, err := s.getOwner(ctx, ref)
+		switch {
+		case err == nil:
+			present = append(present, u)
+		case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
+			return nil, fmt.Errorf("reading %s, which owns %s: %w", ref.Subject(), cluster.RefOf(live).Subject(), err)
 		}
 	}
 	return present, nil

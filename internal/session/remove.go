@@ -80,7 +80,7 @@ func (s *Session) remove(ctx context.Context, applied, rendered []cluster.Object
 			continue
 		}
 		// Left to GitOps until now: taken over before it goes.
-		owners, err := s.liveOwners(ctx, live)
+		owners, err := s.ownerObjects(ctx, live)
 		if err != nil {
 			return nil, err
 		}
@@ -232,26 +232,6 @@ func deletedWhy(o Owner) string {
 		names = append(names, r.Subject())
 	}
 	return fmt.Sprintf("the session deleted %s, which only suspending %s keeps away", strings.Join(names, ", "), o.Ref.Subject())
-}
-
-// liveOwners reads the GitOps objects that own a live object.
-func (s *Session) liveOwners(ctx context.Context, live *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	refs, err := s.owners(ctx, live)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*unstructured.Unstructured, 0, len(refs))
-	for _, r := range refs {
-		u, err := s.getOwner(ctx, r)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading %s, which owns %s: %w", r.Subject(), cluster.RefOf(live).Subject(), err)
-		}
-		out = append(out, u)
-	}
-	return out, nil
 }
 
 // unpruned says why the owners of a live object would leave it on the
