@@ -99,7 +99,9 @@ type measurement struct {
 	wall  time.Duration
 	cpu   time.Duration
 	maxRS int64 // KiB
-	note  string
+	// private is a render worker's anonymous memory, KiB, where known.
+	private int64
+	note    string
 }
 
 var holdServers bool
@@ -206,12 +208,22 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 		return err
 	}
 	ms = append(ms, warm)
-	// What the worker binary saves: the same, each worker sluice itself.
-	self, err := hydrateWith(alone, "(a) sluice hydrate, warm cache, workers sluice re-executed (no sluice-render beside it)", syncs6)
+	// What warm workers save: the same, a new worker for every render.
+	dst7URL := git.CreateRepo(tb, "deploy-per-render")
+	syncs7 := filepath.Join(work, "syncs-per-render")
+	writeSyncs(syncs7, srcURL, dst7URL, reg.Host, nOverlays, nCharts)
+	perRender, err := hydrate("(a) sluice hydrate, warm cache, --render-isolation render (a new worker for every render)", syncs7, "--render-isolation", "render")
 	if err != nil {
 		return err
 	}
-	self.note += fmt.Sprintf("; sluice-render saves %.0f%% of its wall, %.0f%% of its CPU", 100-100*float64(warm.wall)/float64(self.wall), 100-100*float64(warm.cpu)/float64(self.cpu))
+	perRender.note += fmt.Sprintf("; warm workers save %.0f%% of its wall, %.0f%% of its CPU", 100-100*float64(warm.wall)/float64(perRender.wall), 100-100*float64(warm.cpu)/float64(perRender.cpu))
+	ms = append(ms, perRender)
+	// What the worker binary saves: the same, each worker sluice itself.
+	self, err := hydrateWith(alone, "(a) sluice hydrate, warm cache, workers sluice re-executed (no sluice-render beside it), a new worker for every render", syncs6, "--render-isolation", "render")
+	if err != nil {
+		return err
+	}
+	self.note += fmt.Sprintf("; sluice-render saves %.0f%% of its wall, %.0f%% of its CPU", 100-100*float64(perRender.wall)/float64(self.wall), 100-100*float64(perRender.cpu)/float64(self.cpu))
 	ms = append(ms, self)
 	// The cost of isolation: the same, each render in this process.
 	inProcess, err := hydrate("(a') sluice hydrate --render-isolation none, warm cache", syncs3, "--render-isolation", "none")

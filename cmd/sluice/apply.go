@@ -129,6 +129,7 @@ func (f *applyFlags) reconcile(cmd *cobra.Command, s Streams) error {
 		if err != nil {
 			return nil, exit(2, err)
 		}
+		defer closeSandbox(h.Sandbox)
 		l, err := repoconfig.Load(cmd.Context(), cache, f.files, extra)
 		if err != nil {
 			return nil, exit(2, err)

@@ -87,6 +87,7 @@ func serveDev(ctx context.Context, s Streams, cfg *rest.Config, files []string, 
 	if err != nil {
 		return err
 	}
+	defer closeSandbox(sb)
 	ready := make(chan controller.Addrs, 1)
 	failed := make(chan error, 1)
 	go func() {

@@ -62,7 +62,7 @@ func (e *engineFlags) addCache(fl *pflag.FlagSet) {
 	fl.StringVar(&e.cacheDir, "cache-dir", "", "where clones and charts are cached (default: the user cache directory)")
 	e.limits.add(fl)
 	d := sandbox.DefaultLimits()
-	fl.StringVar(&e.isolation, "render-isolation", "process", "process: each render (and each pull request template) in a worker process of its own, confined and limited; none: in this process")
+	fl.StringVar(&e.isolation, "render-isolation", "process", "process: renders in worker processes, confined and limited, kept warm only for renders of one namespace's syncs of one source commit (reset and checked between them); render: a new worker process for every render; none: in this process")
 	fl.StringVar(&e.workerMemory, sandbox.FlagMemory[2:], quantity(d.Memory), "the memory of one render's worker process")
 	fl.DurationVar(&e.workerCPU, sandbox.FlagCPU[2:], d.CPU, "the CPU time of one render's worker process")
 }
@@ -71,18 +71,29 @@ func (e *engineFlags) addCache(fl *pflag.FlagSet) {
 // --render-isolation none. observe, if not nil, is told what each worker
 // used.
 func (e *engineFlags) sandbox(observe func(sandbox.Usage)) (*sandbox.Sandbox, error) {
+	idle := 0
 	switch e.isolation {
 	case "none":
 		return nil, nil
 	case "process", "":
+	case "render":
+		idle = -1
 	default:
-		return nil, fmt.Errorf("--render-isolation %q: expected process or none", e.isolation)
+		return nil, fmt.Errorf("--render-isolation %q: expected process, render or none", e.isolation)
 	}
 	mem, err := resource.ParseQuantity(e.workerMemory)
 	if err != nil || mem.Sign() <= 0 {
 		return nil, fmt.Errorf("%s %q: expected a size such as 1Gi", sandbox.FlagMemory, e.workerMemory)
 	}
-	return sandbox.New(sandbox.Options{Limits: sandbox.Limits{Memory: mem.Value(), CPU: e.workerCPU}, Observe: observe})
+	return sandbox.New(sandbox.Options{Limits: sandbox.Limits{Memory: mem.Value(), CPU: e.workerCPU}, Observe: observe, Idle: idle})
+}
+
+// closeSandbox ends a run's warm render workers, waiting for them (so
+// that their time counts as the run's), where it has any.
+func closeSandbox(sb *sandbox.Sandbox) {
+	if sb != nil {
+		sb.Close()
+	}
 }
 
 // dir is the cache directory.

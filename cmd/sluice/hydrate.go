@@ -48,6 +48,7 @@ failed (with --dry-run: something would change), 2 invalid input or error.`,
 			if err != nil {
 				return exit(2, err)
 			}
+			defer closeSandbox(o.Sandbox)
 			report, err := hydrate.RunFiles(cmd.Context(), f.files, f.syncs, o)
 			if err != nil {
 				return exit(2, err)

@@ -74,6 +74,7 @@ dashboard too, each person as themselves.`,
 			if err != nil {
 				return &usageError{err}
 			}
+			defer closeSandbox(sb)
 			cfg, err := cluster.RESTConfig(cluster.ConnectOptions{Kubeconfig: f.kube.kubeconfig, Context: f.kube.context})
 			if err != nil {
 				return exit(2, err)

@@ -60,6 +60,7 @@ the lock).`,
 			if err != nil {
 				return exit(2, err)
 			}
+			defer closeSandbox(h.Sandbox)
 			var names []string
 			for _, n := range f.build {
 				names = append(names, splitList(n)...)
@@ -105,6 +106,7 @@ func newTakeoverReleaseCmd(s Streams) *cobra.Command {
 			if err != nil {
 				return exit(2, err)
 			}
+			defer closeSandbox(h.Sandbox)
 			rep, err := takeover.Release(cmd.Context(), takeover.Options{Paths: files, Steal: steal, Cache: cache, Builder: b, Hydrate: h})
 			if err != nil {
 				return exit(2, err)

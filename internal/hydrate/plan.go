@@ -13,6 +13,7 @@ import (
 	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/pin"
 	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/sandbox"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -184,7 +185,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	}
 	var res *render.Result
 	if r.o.Sandbox != nil {
-		res, err = r.o.Sandbox.Render(ctx, src.FS, ms.Spec.Source.Path, ro)
+		res, err = r.o.Sandbox.RenderIn(ctx, renderDomain(ms, src), src.FS, ms.Spec.Source.Path, ro)
 	} else {
 		res, err = render.Render(ctx, src.FS, ms.Spec.Source.Path, ro)
 	}
@@ -560,4 +561,14 @@ func (r *runner) pinner(ms config.ManifestSync, commit string) *pin.Pinner {
 		}
 	}
 	return p
+}
+
+// renderDomain is the trust domain of a sync's render: its namespace and
+// source commit, whose renders may share a warm worker. A working tree
+// (no commit's tree) is a domain of its own.
+func renderDomain(ms config.ManifestSync, src *sourceTree) sandbox.Domain {
+	if src.Tree == nil || src.Commit == "" {
+		return sandbox.Domain{}
+	}
+	return sandbox.Domain{Namespace: ms.Namespace, Source: source.Redact(ms.Spec.Source.Repo) + "@" + src.Commit}
 }

@@ -13,6 +13,7 @@ import (
 
 	goyaml "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/openapi"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -145,22 +146,10 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 			err = fmt.Errorf("kustomize panicked: %v", r)
 		}
 	}()
-	// A kustomization's own OpenAPI schema is kyaml's for the whole
-	// process: its build runs alone, and the schema is dropped after, so
-	// that no build sees another's (a worker process per render is the
-	// isolation a controller has; this keeps one process's renders
-	// apart).
-	if ownSchema(g, dir) {
-		schemas.Lock()
-		defer func() {
-			openapi.ResetOpenAPI()
-			schemas.Unlock()
-		}()
-	} else {
-		schemas.RLock()
-		defer schemas.RUnlock()
-	}
-	m, err := krusty.MakeKustomizer(opts).Run(kfs, path.Join("/", dir))
+	m, err := schemaBuild(ownSchema(g, dir), func() (resmap.ResMap, error) {
+		refused, kfs.missing = nil, nil
+		return krusty.MakeKustomizer(opts).Run(kfs, path.Join("/", dir))
+	})
 	if refused != nil {
 		return nil, refused
 	}
@@ -194,6 +183,39 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 // schemas guards kyaml's process-wide OpenAPI schema: builds that use
 // the built-in one share it; a build that sets its own has it alone.
 var schemas sync.RWMutex
+
+// builtinSchema is what kyaml says of its schema when no kustomization
+// set one.
+var builtinSchema = openapi.GetSchemaVersion()
+
+// schemaBuild runs a kustomize build with kyaml's process-wide OpenAPI
+// schema as a kustomize process of its own would have it. A
+// kustomization's `openapi` field (the root's, or a base's: kustomize
+// takes the first it loads) replaces the schema for the rest of the
+// process, and a schema set after the built-in one was parsed is merged
+// into it, not put in its place: so a build that sets one (own, or seen
+// set when it ends) runs alone, from no schema parsed, and the schema is
+// dropped after. A build that ran beside one that set a schema sees it
+// set when it ends (the schema cannot be dropped while it runs), and
+// runs again, alone.
+func schemaBuild(own bool, build func() (resmap.ResMap, error)) (resmap.ResMap, error) {
+	if !own {
+		schemas.RLock()
+		m, err := build()
+		set := openapi.GetSchemaVersion() != builtinSchema
+		schemas.RUnlock()
+		if !set {
+			return m, err
+		}
+	}
+	schemas.Lock()
+	defer func() {
+		openapi.ResetOpenAPI()
+		schemas.Unlock()
+	}()
+	openapi.ResetOpenAPI()
+	return build()
+}
 
 // ownSchema reports whether the kustomization in dir names an OpenAPI
 // schema (kustomize reads only the root's).

@@ -84,3 +84,43 @@ func BenchmarkWorkerVariants(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRenderInAWarmWorker is the cost of isolation per render when
+// renders of one domain share warm workers, against the same render in
+// this process: this process's CPU and its workers' (reset and check
+// included: counted once the workers end, at Close).
+func BenchmarkRenderInAWarmWorker(b *testing.B) {
+	exe, _ := os.Executable()
+	fsys := overlay.fs()
+	b.Run("in-process", func(b *testing.B) {
+		var self0, self1 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
+		for range b.N {
+			if _, err := render.Render(context.Background(), fsys, "overlay", render.Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
+		b.ReportMetric(float64(cpuOf(self1)-cpuOf(self0))/float64(b.N)/1e6, "cpu-ms/op")
+	})
+	b.Run("warm", func(b *testing.B) {
+		s, err := New(Options{Command: []string{exe, WorkerArg}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := Domain{Namespace: "bench", Source: "repo@1"}
+		var self0, kids0, self1, kids1 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
+		syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids0)
+		for range b.N {
+			if _, err := s.RenderIn(context.Background(), d, fsys, "overlay", render.Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		s.Close()
+		syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
+		syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids1)
+		b.ReportMetric(float64(cpuOf(self1)-cpuOf(self0))/float64(b.N)/1e6, "host-cpu-ms/op")
+		b.ReportMetric(float64(cpuOf(kids1)-cpuOf(kids0))/float64(b.N)/1e6, "worker-cpu-ms/op")
+	})
+}

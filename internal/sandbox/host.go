@@ -29,6 +29,15 @@ import (
 // same limits (the output's among them, checked as files are read), as
 // Argo CD's repo-server reads a directory source itself.
 func (s *Sandbox) Render(ctx context.Context, fsys source.FS, dir string, o render.Options) (*render.Result, error) {
+	return s.RenderIn(ctx, Domain{}, fsys, dir, o)
+}
+
+// RenderIn renders as Render does, in a worker of domain d: one kept warm
+// by an earlier render of d when one waits, else a new one, kept for d's
+// next render once it has reset and checked its state. A worker that
+// failed for a limit, a timeout or anything but the render's own error
+// is never kept.
+func (s *Sandbox) RenderIn(ctx context.Context, d Domain, fsys source.FS, dir string, o render.Options) (*render.Result, error) {
 	if o.Kustomization != nil || o.PostBuild != nil {
 		// Functions of this process cannot run in a worker: never render
 		// without them, silently.
@@ -38,26 +47,56 @@ func (s *Sandbox) Render(ctx context.Context, fsys source.FS, dir string, o rend
 		return render.Render(ctx, fsys, dir, o)
 	}
 	lim := o.Limits.WithDefaults()
-	w, err := s.spawn(s.limits)
-	if err != nil {
-		return nil, err
+	warm := d.warm() && s.pool.max > 0
+	var w *worker
+	if warm {
+		w = s.pool.take(d.key())
 	}
-	defer w.close()
+	if w == nil {
+		var err error
+		if w, err = s.spawn(s.limits, warm); err != nil {
+			return nil, err
+		}
+	}
+	if warm {
+		if err := w.prepare(); err != nil {
+			w.kill("")
+			w.wait()
+			w.close()
+			return nil, fmt.Errorf("readying a render worker: %w", err)
+		}
+	}
 	stop := w.watch(ctx, lim.Timeout)
-	defer stop()
 	h := &host{ctx: ctx, o: o, lim: lim, trees: []source.FS{fsys}, tracker: source.Track(fsys)}
-	res, err := h.serve(w, dir)
-	if err != nil {
+	res, err := h.serve(w, dir, warm)
+	stop()
+	switch {
+	case err == nil && warm:
+		go s.rest(d, w, s.pool.rests(d.key()))
+	case err == nil:
+		w.wait()
+		w.report(nil)
+		w.close()
+	case h.ownError && warm && w.killedFor() == "":
+		// The render's own error (a kustomization that does not build):
+		// the worker resets as after any render.
+		if w.observe != nil {
+			w.notePeak()
+		}
+		w.observeRender()
+		go s.rest(d, w, s.pool.rests(d.key()))
+	default:
 		if errors.Is(err, errWorkerGone) {
 			err = w.died(ctx, lim.Timeout, h.last, fmt.Errorf("%w after %s; raise the limit with %s if this is expected", render.ErrTimeout, lim.Timeout, render.FlagTimeout))
 		}
 		w.kill("")
 		w.wait()
 		w.report(err)
+		w.close()
+	}
+	if err != nil {
 		return nil, err
 	}
-	w.wait()
-	w.report(nil)
 	res.Inputs = h.tracker.Inputs()
 	return res, nil
 }
@@ -73,10 +112,13 @@ type host struct {
 	listed  int
 	// last is the last file the worker read, for when it is killed.
 	last string
+	// ownError is set when the worker reported the render's own error
+	// (not a limit of its own).
+	ownError bool
 }
 
-func (h *host) serve(w *worker, dir string) (*render.Result, error) {
-	req := renderRequest{Dir: dir, MemoryBytes: w.limits.Memory}
+func (h *host) serve(w *worker, dir string, warm bool) (*render.Result, error) {
+	req := renderRequest{Dir: dir, MemoryBytes: w.limits.Memory, Warm: warm}
 	o := h.o
 	req.Options = renderOptions{ReleaseName: o.ReleaseName, Capabilities: o.Capabilities, IncludeCRDs: o.IncludeCRDs, Origins: o.Origins, Limits: h.lim}
 	if o.Render != nil {
@@ -127,6 +169,7 @@ func (h *host) failed(w *worker, payload []byte) error {
 	case errMemory:
 		return &KilledError{Limit: "memory", Max: fmt.Sprintf("%d MiB", w.limits.Memory>>20), Got: we.Msg, Flag: FlagMemory, Last: h.last}
 	}
+	h.ownError = true
 	return decodeError(payload)
 }
 
@@ -306,7 +349,7 @@ func (h *host) chart(payload []byte) ([]byte, error) {
 // a Go value: its exported fields by name.
 func (s *Sandbox) Template(ctx context.Context, name, text string, data any, maxBytes int) (string, error) {
 	limits := Limits{Memory: min(s.limits.Memory, 256<<20), CPU: 10 * time.Second}
-	w, err := s.spawn(limits)
+	w, err := s.spawn(limits, false)
 	if err != nil {
 		return "", err
 	}

@@ -39,6 +39,7 @@ const (
 	kindCaps     kind = 23 // worker: the cluster's capabilities
 	kindResult   kind = 30 // worker: header length (uvarint), resultHeader (JSON), the objects' YAML
 	kindFailed   kind = 31 // worker: wireError
+	kindReady    kind = 32 // worker: a warm worker, reset and checked, takes another request
 )
 
 // writeFrame writes one frame and flushes it.
@@ -90,6 +91,9 @@ type renderRequest struct {
 	} `json:"has"`
 	// MemoryBytes is the worker's memory limit, for its own watch.
 	MemoryBytes int64 `json:"memoryBytes"`
+	// Warm asks the worker to stay for another render of the same trust
+	// domain once it has reset and checked its state (kindReady).
+	Warm bool `json:"warm,omitempty"`
 }
 
 type renderOptions struct {

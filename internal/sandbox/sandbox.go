@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,18 +67,30 @@ type Options struct {
 	Limits Limits
 	// Log receives a record of each worker's end; the default discards.
 	Log *slog.Logger
-	// Observe, if set, is told what each worker used when it ends (for
-	// metrics), from the goroutine that waited for it.
+	// Observe, if set, is told what each render's worker used (for
+	// metrics): when the worker ends, or, for a warm worker, when it
+	// answers.
 	Observe func(Usage)
+	// Idle is how many warm workers wait for another render of their
+	// domain at most (default: twice the CPUs this process may use);
+	// negative: none, every render in a worker of its own.
+	Idle int
 }
 
-// Usage is what one worker used.
+// Usage is what one render's worker used.
 type Usage struct {
-	// CPU is its user and system time.
+	// CPU is its user and system time (a warm worker's: since the render
+	// began).
 	CPU time.Duration
 	// MaxRSS is its peak resident set, in bytes, as the kernel counted it
-	// when the worker gave its answer.
+	// when the worker gave its answer (a warm worker's: since the render
+	// began, where the kernel let it be cleared): the binary's pages,
+	// which every worker shares, included.
 	MaxRSS int64
+	// Private is its anonymous memory when it gave its answer (its heap
+	// and stacks, the render's garbage not yet collected included): what
+	// is its own, the binary's pages aside. 0 where it was not read.
+	Private int64
 	// Killed names the limit that ended it ("timeout", "memory", "CPU"),
 	// "" when it ended by itself.
 	Killed string
@@ -97,11 +110,17 @@ type Sandbox struct {
 
 	once    sync.Once
 	spawner *spawner
+	pool    pool
+	closed  sync.Once
 }
 
 // New returns a Sandbox. Workers start on first use.
 func New(o Options) (*Sandbox, error) {
 	s := &Sandbox{command: o.Command, env: o.Env, limits: o.Limits.WithDefaults(), log: o.Log, observe: o.Observe}
+	s.pool.max = o.Idle
+	if o.Idle == 0 {
+		s.pool.max = 2 * runtime.GOMAXPROCS(0)
+	}
 	if len(s.command) == 0 {
 		var err error
 		if s.command, s.notOwn, err = workerCommand(); err != nil {
@@ -119,11 +138,15 @@ func New(o Options) (*Sandbox, error) {
 	return s, nil
 }
 
-// Close ends the thread that starts workers. Workers running end with it.
+// Close ends the warm workers waiting and the thread that starts
+// workers. Workers running end with it.
 func (s *Sandbox) Close() {
-	if s.spawner != nil {
-		s.spawner.close()
-	}
+	s.closed.Do(func() {
+		s.pool.close()
+		if s.spawner != nil {
+			s.spawner.close()
+		}
+	})
 }
 
 // Isolation says what workers are and how they are confined, for a log
@@ -139,7 +162,11 @@ func (s *Sandbox) Isolation() string {
 	if s.notOwn != "" {
 		bin += " re-executed, not " + WorkerBinary + ": " + s.notOwn
 	}
-	return fmt.Sprintf("a process per render (%s), %s, memory %d MiB, CPU %s", bin, ll, s.limits.Memory>>20, s.limits.CPU)
+	per := "a process per render"
+	if s.pool.max > 0 {
+		per = fmt.Sprintf("processes kept warm per namespace and source commit (up to %d idle, %d renders each, state reset and checked between renders)", s.pool.max, maxUses)
+	}
+	return fmt.Sprintf("%s (%s), %s, memory %d MiB, CPU %s per render", per, bin, ll, s.limits.Memory>>20, s.limits.CPU)
 }
 
 // Confinement says how workers are confined: the Landlock ABI that
@@ -170,8 +197,15 @@ type worker struct {
 	closers []*os.File
 	observe func(Usage)
 	// peak is the worker's peak resident set when it answered or was
-	// killed, under mu.
-	peak int64
+	// killed, and private its anonymous memory when it answered, under
+	// mu.
+	peak, private int64
+	// warm is a worker kept for further renders of its domain; uses is
+	// how many it began, cpuBase the CPU time it had used before the
+	// current one.
+	warm    bool
+	uses    int
+	cpuBase time.Duration
 }
 
 // answered is the host's part once the worker's answer is read: the
@@ -180,8 +214,28 @@ type worker struct {
 func (w *worker) answered() {
 	if w.observe != nil {
 		w.notePeak()
+		p := anonymous(w.cmd.Process.Pid)
+		w.mu.Lock()
+		w.private = p
+		w.mu.Unlock()
+	}
+	if w.warm {
+		w.observeRender()
+		return
 	}
 	w.closers[0].Close()
+}
+
+// observeRender tells the observer what a warm worker, which stays, used
+// for the render it answered: what it used since the render began.
+func (w *worker) observeRender() {
+	if w.observe == nil {
+		return
+	}
+	w.mu.Lock()
+	u := Usage{CPU: processCPU(w.cmd.Process.Pid) - w.cpuBase, MaxRSS: w.peak, Private: w.private}
+	w.mu.Unlock()
+	w.observe(u)
 }
 
 // notePeak reads the worker's peak resident set, while it runs.
@@ -196,16 +250,24 @@ func (w *worker) setPeak(p int64) {
 	w.mu.Unlock()
 }
 
+// anonymous is a running process's anonymous memory in bytes (the
+// Anonymous line of smaps_rollup), 0 where it cannot be read.
+func anonymous(pid int) int64 { return procKB(pid, "smaps_rollup", "Anonymous:") }
+
 // peakRSS is a running process's peak resident set in bytes (VmHWM), 0
 // where it cannot be read (the process ended). Not its rusage: a vfork's
 // child takes its parent's high-water mark into its own at exec.
-func peakRSS(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+func peakRSS(pid int) int64 { return procKB(pid, "status", "VmHWM:") }
+
+// procKB reads a line "key N kB" of a running process's /proc file, in
+// bytes; 0 where it cannot be read.
+func procKB(pid int, file, key string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(l, key); ok {
 			var kb int64
 			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
 			return kb << 10
@@ -234,8 +296,9 @@ func startupDirs() []string {
 // watched (watchMemory), under a soft limit; this is the backstop.
 func addressSpace(memory int64) int64 { return memory + 2<<30 }
 
-// spawn starts a worker under limits.
-func (s *Sandbox) spawn(limits Limits) (*worker, error) {
+// spawn starts a worker under limits; a warm one may serve up to
+// maxUses renders, each under limits (prepare).
+func (s *Sandbox) spawn(limits Limits, warm bool) (*worker, error) {
 	s.start()
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -277,9 +340,16 @@ func (s *Sandbox) spawn(limits Limits) (*worker, error) {
 		return nil, fmt.Errorf("starting a render worker: %w", err)
 	}
 	w := &worker{cmd: cmd, in: bufio.NewWriterSize(inW, 64<<10), out: bufio.NewReaderSize(outR, 64<<10),
-		stderr: &tailBuffer{max: 16 << 10}, limits: limits, exited: make(chan struct{}), observe: s.observe}
-	cpu := uint64((limits.CPU + time.Second - 1) / time.Second)
-	if err := setLimits(cmd.Process.Pid, addressSpace(limits.Memory), cpu); err != nil {
+		stderr: &tailBuffer{max: 16 << 10}, limits: limits, exited: make(chan struct{}), observe: s.observe, warm: warm}
+	cpu := cpuSeconds(limits.CPU)
+	// The hard limit is where the kernel kills, a second past the soft
+	// one; a warm worker's soft limit moves with each render (prepare),
+	// within a hard limit of all its renders' time.
+	hard := cpu + 1
+	if warm {
+		hard = cpu*(maxUses+1) + 1
+	}
+	if err := setLimits(cmd.Process.Pid, addressSpace(limits.Memory), cpu, hard); err != nil {
 		w.kill("")
 		w.wait()
 		return nil, fmt.Errorf("limiting a render worker: %w", err)
@@ -303,7 +373,7 @@ func (w *worker) report(err error) {
 		return
 	}
 	w.mu.Lock()
-	u := Usage{CPU: w.state.UserTime() + w.state.SystemTime(), MaxRSS: w.peak}
+	u := Usage{CPU: w.state.UserTime() + w.state.SystemTime() - w.cpuBase, MaxRSS: w.peak, Private: w.private}
 	w.mu.Unlock()
 	var ke *KilledError
 	switch {
@@ -385,7 +455,7 @@ func (w *worker) died(ctx context.Context, deadline time.Duration, last string, 
 	}
 	var cpu time.Duration
 	if state != nil {
-		cpu = state.UserTime() + state.SystemTime()
+		cpu = state.UserTime() + state.SystemTime() - w.cpuBase
 	}
 	stderr := w.stderr.String()
 	switch {

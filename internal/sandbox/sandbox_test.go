@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "probe" {
 		os.Exit(probe(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "leftover" {
+		os.Exit(leftover())
+	}
 	os.Exit(m.Run())
 }
 
@@ -204,7 +207,7 @@ func TestAWorkerIsConfined(t *testing.T) {
 		}
 		t.Skipf("no Landlock here (%s), acknowledged by SLUICE_TEST_UNCONFINED", why)
 	}
-	w, err := s.spawn(limits)
+	w, err := s.spawn(limits, false)
 	if err != nil {
 		t.Fatal(err)
 	}

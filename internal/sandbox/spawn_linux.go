@@ -165,16 +165,16 @@ func dynamic(bin string) bool {
 
 // setLimits sets a started worker's resource limits: its virtual memory
 // (the Go runtime fails an allocation past it, and says so), its CPU
-// time (a signal at the soft limit, a kill a second later), no core
+// time (a signal at the soft limit, a kill at the hard one), no core
 // file, no file written, few descriptors. The worker has read nothing
 // yet: its request is sent after.
-func setLimits(pid int, addressSpace int64, cpuSeconds uint64) error {
+func setLimits(pid int, addressSpace int64, cpuSoft, cpuHard uint64) error {
 	limits := []struct {
 		resource int
 		cur, max uint64
 	}{
 		{unix.RLIMIT_AS, uint64(addressSpace), uint64(addressSpace)},
-		{unix.RLIMIT_CPU, cpuSeconds, cpuSeconds + 1},
+		{unix.RLIMIT_CPU, cpuSoft, cpuHard},
 		{unix.RLIMIT_CORE, 0, 0},
 		{unix.RLIMIT_FSIZE, 0, 0},
 		{unix.RLIMIT_NOFILE, 64, 64},
