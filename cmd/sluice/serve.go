@@ -25,6 +25,7 @@ type serveFlags struct {
 	leaderNS      string
 	leaderID      string
 	metricsAddr   string
+	pprofAddr     string
 	healthAddr    string
 	hookAddr      string
 	logLevel      string
@@ -86,7 +87,7 @@ dashboard too, each person as themselves.`,
 				Insecure: f.engine.insecure, Limits: lim, AllowLocalRepos: f.allowLocal, AllowBuilders: f.allowBuilders,
 				AllowRemoteHosts: f.engine.limits.allowRemote, NoRemoteBases: f.engine.limits.noRemoteBases, Sandbox: sb,
 				WatchLabelSelector: f.selector, LeaderElection: f.leaderElect, LeaderElectionNamespace: f.leaderNS, LeaderElectionID: f.leaderID,
-				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, Log: log,
+				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, PprofAddr: f.pprofAddr, Log: log,
 				DashboardAddr: f.dashboardAddr, DashboardAuth: f.dashboard, DashboardReadOnly: f.dashReadOnly,
 			})
 			if err != nil && cmd.Context().Err() == nil {
@@ -107,6 +108,7 @@ dashboard too, each person as themselves.`,
 	fl.StringVar(&f.leaderNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's, or default out of cluster)")
 	fl.StringVar(&f.leaderID, "leader-election-id", "", "name of the Lease (default: sluice-controller, with a suffix per --watch-label-selector)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":8080", "where Prometheus metrics are served (0: nowhere)")
+	fl.StringVar(&f.pprofAddr, "pprof-addr", "", "where Go's profiles are served, /debug/pprof/ (default: nowhere; keep it on loopback)")
 	fl.StringVar(&f.healthAddr, "health-addr", ":9440", "where /healthz and /readyz are served (0: nowhere)")
 	fl.StringVar(&f.hookAddr, "hook-addr", ":9292", "where webhook receivers (/hook/NAMESPACE/NAME) are served (0: nowhere)")
 	fl.StringVar(&f.dashboardAddr, "dashboard-addr", "0", "where the dashboard is served (0: nowhere); each person logs in with a token the API server accepts and sees and does what RBAC lets them (config/dashboard grants the controller what that needs)")

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -91,6 +92,9 @@ type Options struct {
 	// /healthz and /readyz probes and the webhook receivers are served
 	// ("0" turns one off).
 	MetricsAddr, ProbeAddr, HookAddr string
+	// PprofAddr serves Go's profiles (/debug/pprof/) there ("" or "0":
+	// not at all): for whoever runs the controller, never for its users.
+	PprofAddr string
 	// DashboardAddr serves the dashboard there ("" or "0": not at all),
 	// each person as themselves (see dashboard.Auth): DashboardAuth says
 	// how they are known, DashboardReadOnly refuses every action.
@@ -170,7 +174,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	listeners := map[string]net.Listener{}
-	for name, addr := range map[string]string{"metrics": o.MetricsAddr, "probe": o.ProbeAddr, "hook": o.HookAddr, "dashboard": o.DashboardAddr} {
+	for name, addr := range map[string]string{"metrics": o.MetricsAddr, "probe": o.ProbeAddr, "hook": o.HookAddr, "dashboard": o.DashboardAddr, "pprof": o.PprofAddr} {
 		if addr == "0" || addr == "" {
 			continue
 		}
@@ -207,6 +211,17 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if l, ok := listeners["metrics"]; ok {
 		if err := mgr.Add(&httpServer{name: "metrics", l: l, h: metricsHandler()}); err != nil {
+			return err
+		}
+	}
+	if l, ok := listeners["pprof"]; ok {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		if err := mgr.Add(&httpServer{name: "pprof", l: l, h: mux}); err != nil {
 			return err
 		}
 	}

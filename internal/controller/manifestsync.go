@@ -148,6 +148,9 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		return ctrl.Result{}, nil // shutting down: the next leader redoes it
 	}
 	failures := r.attempts.record(key, err != nil)
+	if err == nil && res.Result == hydrate.Unchanged {
+		res.Commit = lastWritten(obj, res)
+	}
 
 	after := interval
 	var reason, msg string
@@ -180,6 +183,12 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		reason, msg = v1alpha1.ReasonSucceeded, fmt.Sprintf("committed %s to %s", short(res.Commit), res.Branch)
 	default:
 		reason, msg = v1alpha1.ReasonSucceeded, fmt.Sprintf("up to date at %s on %s", short(res.Commit), res.Branch)
+		// What said it committed that same commit stays said: the
+		// status is written when something changed, not to reword it.
+		if c := readyCondition(obj.Status.Conditions); c != nil && c.Reason == v1alpha1.ReasonSucceeded && c.Status == metav1.ConditionTrue &&
+			c.Message == fmt.Sprintf("committed %s to %s", short(res.Commit), res.Branch) {
+			msg = c.Message
+		}
 	}
 	prevReason := ""
 	if c := readyCondition(obj.Status.Conditions); c != nil {
@@ -233,6 +242,25 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// lastWritten is the destination commit a sync that found its folder
+// unchanged reports: the one it last knew to write the folder, while
+// the branch and folder are the same, not the branch's head, which every
+// other sync's commit to the branch moves (a status that changed with
+// it would be written again, for every sync of the branch, at each of
+// their intervals).
+func lastWritten(obj *v1alpha1.ManifestSync, res hydrate.Result) string {
+	prev := obj.Status.Destination
+	if prev == nil || prev.Commit == "" || prev.Branch != res.Branch {
+		return res.Commit
+	}
+	c := obj.DeepCopy()
+	c.Default()
+	if d := c.Spec.Destination; prev.Path != d.Path || prev.Repo != source.Redact(d.Repo) {
+		return res.Commit
+	}
+	return prev.Commit
 }
 
 // pullRequestPoll is how often an open pull request is looked at, at

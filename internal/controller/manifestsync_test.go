@@ -227,3 +227,46 @@ func post(t *testing.T, url, body string, hdr map[string]string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestAnIdleSyncWritesNoStatus, as the API server of a platform with
+// thousands of syncs: a sync reconciled at each of its intervals with
+// nothing of its own changed writes nothing, even when another sync's
+// commit moved the branch they share (its status still names the commit
+// that wrote its folder, and still says it committed it).
+func TestAnIdleSyncWritesNoStatus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	addrs, _ := e.start()
+	e.apply(strings.Replace(webSync, "interval: 1h", "interval: 2s", 1))
+	e.apply(strings.NewReplacer("name: web", "name: other", "apps/web", "apps/other").Replace(webSync))
+	web := e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	other := e.ready("other", metav1.ConditionTrue, 30*time.Second)
+	// Whichever committed last, the branch moves once more: the other
+	// sync writes a new folder.
+	other.Spec.Destination.Path = "apps/other2"
+	if err := e.c.Update(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(30*time.Second, func() string {
+		if e.dst("ls-tree", "env/dev", "apps/other2") == "" {
+			return "apps/other2 not written yet"
+		}
+		return ""
+	})
+	web = e.sync("web")
+	written := web.Status.Destination.Commit
+	if written == e.tip("env/dev") {
+		t.Fatalf("web's status names the branch's head %s, which the other sync's commit made", written)
+	}
+	reconciles := func() float64 {
+		return scrape(t, addrs.Metrics)[`controller_runtime_reconcile_total{controller="manifestsync",result="requeue_after"}`]
+	}
+	before, rv := reconciles(), web.ResourceVersion
+	time.Sleep(7 * time.Second)
+	if n := reconciles() - before; n < 2 {
+		t.Fatalf("%v reconciles in 7 s of a 2 s interval", n)
+	}
+	if now := e.sync("web"); now.ResourceVersion != rv {
+		t.Errorf("an idle sync's status was written: %+v\nwas %+v", now.Status, web.Status)
+	}
+}

@@ -55,18 +55,22 @@ var (
 	}, []string{"kind", "outcome"})
 	workerCPU = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "sluice_render_worker_cpu_seconds",
-		Help:    "CPU time (user and system) of each render worker process.",
+		Help:    "CPU time (user and system) of each render in a worker process (a warm worker's: that render's).",
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
 	})
 	workerPeak = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "sluice_render_worker_peak_bytes",
-		Help:    "Peak resident memory of each render worker process.",
+		Help:    "Peak resident memory of the worker process of each render.",
 		Buckets: prometheus.ExponentialBuckets(16<<20, 2, 10),
 	})
 	workersConfined = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_render_workers_landlock_abi",
 		Help: "The Landlock ABI confining render workers; 0: they run unconfined (no file or network confinement), -1: renders run in the controller's process.",
 	})
+	workerRenders = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_render_worker_renders_total",
+		Help: "Renders in worker processes: in a new worker (warm=false) or in one kept warm by an earlier render of the same namespace and source commit (warm=true).",
+	}, []string{"warm"})
 	workersKilled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_render_workers_killed_total",
 		Help: "Render workers ended by a limit: timeout, memory, CPU.",
@@ -75,7 +79,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(gitOps, registryRequests, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests,
-		workerCPU, workerPeak, workersKilled, workersConfined)
+		workerCPU, workerPeak, workerRenders, workersKilled, workersConfined)
 }
 
 func observeGit(op string) { gitOps.WithLabelValues(op).Inc() }
@@ -91,6 +95,7 @@ func observeRegistry(host string, status int) {
 // gives it to its Sandbox.
 func ObserveWorker(u sandbox.Usage) {
 	workerCPU.Observe(u.CPU.Seconds())
+	workerRenders.WithLabelValues(strconv.FormatBool(u.Warm)).Inc()
 	if u.MaxRSS > 0 {
 		workerPeak.Observe(float64(u.MaxRSS))
 	}

@@ -72,8 +72,8 @@ type Options struct {
 	// answers.
 	Observe func(Usage)
 	// Idle is how many warm workers wait for another render of their
-	// domain at most (default: twice the CPUs this process may use);
-	// negative: none, every render in a worker of its own.
+	// domain at most (default: four times the CPUs this process may use,
+	// at least 8); negative: none, every render in a worker of its own.
 	Idle int
 }
 
@@ -91,6 +91,9 @@ type Usage struct {
 	// and stacks, the render's garbage not yet collected included): what
 	// is its own, the binary's pages aside. 0 where it was not read.
 	Private int64
+	// Warm is set when the worker had served an earlier render (of the
+	// same domain) before this one.
+	Warm bool
 	// Killed names the limit that ended it ("timeout", "memory", "CPU"),
 	// "" when it ended by itself.
 	Killed string
@@ -119,7 +122,7 @@ func New(o Options) (*Sandbox, error) {
 	s := &Sandbox{command: o.Command, env: o.Env, limits: o.Limits.WithDefaults(), log: o.Log, observe: o.Observe}
 	s.pool.max = o.Idle
 	if o.Idle == 0 {
-		s.pool.max = 2 * runtime.GOMAXPROCS(0)
+		s.pool.max = max(8, 4*runtime.GOMAXPROCS(0))
 	}
 	if len(s.command) == 0 {
 		var err error
@@ -233,7 +236,7 @@ func (w *worker) observeRender() {
 		return
 	}
 	w.mu.Lock()
-	u := Usage{CPU: processCPU(w.cmd.Process.Pid) - w.cpuBase, MaxRSS: w.peak, Private: w.private}
+	u := Usage{CPU: processCPU(w.cmd.Process.Pid) - w.cpuBase, MaxRSS: w.peak, Private: w.private, Warm: w.uses > 1}
 	w.mu.Unlock()
 	w.observe(u)
 }
@@ -373,7 +376,7 @@ func (w *worker) report(err error) {
 		return
 	}
 	w.mu.Lock()
-	u := Usage{CPU: w.state.UserTime() + w.state.SystemTime() - w.cpuBase, MaxRSS: w.peak, Private: w.private}
+	u := Usage{CPU: w.state.UserTime() + w.state.SystemTime() - w.cpuBase, MaxRSS: w.peak, Private: w.private, Warm: w.uses > 1}
 	w.mu.Unlock()
 	var ke *KilledError
 	switch {
