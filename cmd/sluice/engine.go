@@ -35,6 +35,7 @@ type engineFlags struct {
 	isolation     string
 	workerMemory  string
 	workerCPU     time.Duration
+	workersIdle   int
 	signingKey    string
 	trustedKeys   []string
 	cosignKeys    []string
@@ -64,7 +65,8 @@ func (e *engineFlags) addCache(fl *pflag.FlagSet) {
 	d := sandbox.DefaultLimits()
 	fl.StringVar(&e.isolation, "render-isolation", "process", "process: renders in worker processes, confined and limited, kept warm only for renders of one namespace's syncs of one source commit (reset and checked between them); render: a new worker process for every render; none: in this process")
 	fl.StringVar(&e.workerMemory, sandbox.FlagMemory[2:], quantity(d.Memory), "the memory of one render's worker process")
-	fl.DurationVar(&e.workerCPU, sandbox.FlagCPU[2:], d.CPU, "the CPU time of one render's worker process")
+	fl.DurationVar(&e.workerCPU, sandbox.FlagCPU[2:], d.CPU, "the CPU time of one render in a worker process")
+	fl.IntVar(&e.workersIdle, "render-workers-idle", sandbox.DefaultIdle, "warm render workers kept waiting at most, each for its namespace and source commit (about 20 MiB each)")
 }
 
 // sandbox is where renders run: worker processes unless
@@ -84,6 +86,11 @@ func (e *engineFlags) sandbox(observe func(sandbox.Usage)) (*sandbox.Sandbox, er
 	mem, err := resource.ParseQuantity(e.workerMemory)
 	if err != nil || mem.Sign() <= 0 {
 		return nil, fmt.Errorf("%s %q: expected a size such as 1Gi", sandbox.FlagMemory, e.workerMemory)
+	}
+	if idle == 0 {
+		if idle = e.workersIdle; idle <= 0 {
+			idle = -1
+		}
 	}
 	return sandbox.New(sandbox.Options{Limits: sandbox.Limits{Memory: mem.Value(), CPU: e.workerCPU}, Observe: observe, Idle: idle})
 }

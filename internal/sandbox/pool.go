@@ -36,8 +36,8 @@ const (
 	// bound on what a heap and a process can drift over time.
 	maxUses = 100
 	// idleFor is how long a warm worker waits for another render of its
-	// domain.
-	idleFor = 30 * time.Second
+	// domain: a burst's renders come within it.
+	idleFor = 10 * time.Second
 	// readyWithin bounds a worker's reset and check after a render (a
 	// schema parsed again is tens of milliseconds).
 	readyWithin = 10 * time.Second

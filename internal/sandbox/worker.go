@@ -75,9 +75,7 @@ func Serve(in io.Reader, out io.Writer) int {
 				return 1
 			}
 			if req.Warm && fresh == nil {
-				// What a render may change, before the first one (the
-				// memory watch, which renders share, running).
-				c.watchMemory(req.MemoryBytes)
+				// What a render may change, before the first one.
 				fresh = takeWarmState()
 			}
 			code := c.render(req)
@@ -156,9 +154,6 @@ type conn struct {
 	w      *bufio.Writer
 	callMu sync.Mutex
 	sendMu sync.Mutex
-	// watching is set once the memory watch runs (a warm worker's
-	// renders share it).
-	watching bool
 }
 
 func (c *conn) send(k kind, payload []byte) error {
@@ -204,16 +199,27 @@ func (c *conn) fail(err error) {
 // errMemoryWatch marks a worker's own report of its memory limit.
 var errMemoryWatch = errors.New("memory limit")
 
-// watchMemory ends the worker, saying why, once its heap nears limit:
-// the virtual memory limit under it would end it too, with less to say.
-func (c *conn) watchMemory(limit int64) {
-	if limit <= 0 || c.watching {
-		return
+// watchMemory ends the worker, saying why, once its heap nears limit
+// (the virtual memory limit under it would end it too, with less to
+// say), until stop is called: a render's watch, which stops with it (a
+// warm worker waiting wakes for nothing), and has ended when stop
+// returns.
+func (c *conn) watchMemory(limit int64) (stop func()) {
+	if limit <= 0 {
+		return func() {}
 	}
-	c.watching = true
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
-		for range time.Tick(10 * time.Millisecond) {
+		defer close(ended)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
 			metrics.Read(sample)
 			if used := int64(sample[0].Value.Uint64()); used > limit*9/10 {
 				c.fail(wrapped{fmt.Sprintf("%d MiB", used>>20), errMemoryWatch})
@@ -221,10 +227,14 @@ func (c *conn) watchMemory(limit int64) {
 			}
 		}
 	}()
+	return func() {
+		close(done)
+		<-ended
+	}
 }
 
 func (c *conn) render(req renderRequest) int {
-	c.watchMemory(req.MemoryBytes)
+	defer c.watchMemory(req.MemoryBytes)()
 	ro := req.Options
 	o := render.Options{ReleaseName: ro.ReleaseName, Capabilities: ro.Capabilities, IncludeCRDs: ro.IncludeCRDs, Origins: ro.Origins, Limits: ro.Limits}
 	if len(ro.Render) > 0 {
@@ -326,7 +336,7 @@ func (c *conn) template(payload []byte) int {
 		c.fail(fmt.Errorf("a template request: %w", err))
 		return 1
 	}
-	c.watchMemory(req.MemoryBytes)
+	defer c.watchMemory(req.MemoryBytes)()
 	out, err := ExecuteTemplate(req.Name, req.Text, req.Data, req.MaxBytes)
 	if err != nil {
 		c.fail(err)
