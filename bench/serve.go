@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,10 +49,12 @@ func mainServe() {
 	followers := flag.Int("followers", 100, "syncs following the tag that moves")
 	isolation := flag.String("isolation", "process", "--render-isolation of the controller and the command line")
 	kustomize := flag.Bool("kustomize", false, "each app a kustomization (rendered in a worker), not a folder of plain YAML (parsed in process)")
+	history := flag.Int("history", 0, "commits of history under each source repository's apps (a monorepo's: -repos 1 -syncs 500 -history 15000 -touch 3)")
+	touch := flag.Int("touch", 1, "apps of one source repository each timed push changes")
 	flag.Parse()
 	tb := newTB()
 	defer tb.cleanup()
-	s := &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: *tags, branches: *branches, interval: *interval, pushes: *pushes, followers: *followers, isolation: *isolation, kustomize: *kustomize}
+	s := &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: *tags, branches: *branches, interval: *interval, pushes: *pushes, followers: *followers, isolation: *isolation, kustomize: *kustomize, history: *history, touch: *touch}
 	if err := s.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		tb.cleanup()
@@ -65,6 +68,7 @@ type serveBench struct {
 	interval                                        time.Duration
 	isolation                                       string
 	kustomize                                       bool
+	history, touch                                  int
 
 	work    string
 	bin     string
@@ -120,6 +124,11 @@ func (s *serveBench) setUp() error {
 	for r := 0; r < s.repos; r++ {
 		url := s.git.CreateRepo(s.tb, fmt.Sprintf("src%02d", r))
 		w := testenv.NewWork(s.tb, url)
+		if s.history > 0 {
+			if err := addHistory(w.Dir, s.history); err != nil {
+				return err
+			}
+		}
 		files := map[string]string{}
 		for a := 0; a < n; a++ {
 			i := r*n + a
@@ -150,6 +159,32 @@ spec:
 		w.Push("main")
 	}
 	s.dstDir = filepath.Join(s.git.Root, "deploy.git")
+	return nil
+}
+
+// addHistory commits n commits of history on main in the work tree dir
+// (git fast-import: seconds for thousands), each changing one file of
+// its own folder, and checks them out.
+func addHistory(dir string, n int) error {
+	var b bytes.Buffer
+	for i := 1; i <= n; i++ {
+		data := fmt.Sprintf("change %d\n", i)
+		fmt.Fprintf(&b, "commit refs/heads/main\nmark :%d\ncommitter Bench <bench@example.com> %d +0000\ndata %d\nchange %d\n", i, 1700000000+i, len(fmt.Sprintf("change %d", i)), i)
+		if i > 1 {
+			fmt.Fprintf(&b, "from :%d\n", i-1)
+		}
+		fmt.Fprintf(&b, "M 644 inline history/log-%d.txt\ndata %d\n%s\n", i%100, len(data), data)
+	}
+	cmd := exec.Command("git", "fast-import", "--quiet")
+	cmd.Dir, cmd.Stdin = dir, &b
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("git fast-import: %v\n%s", err, out)
+	}
+	cmd = exec.Command("git", "checkout", "-q", "-f", "main")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("git checkout: %v\n%s", err, out)
+	}
 	return nil
 }
 
@@ -419,14 +454,23 @@ func (s *serveBench) run() error {
 	cpuIdle := cpuB1 - cpuB0
 	idleReady, _, _ := s.ready(ctx, "")
 
-	// (c) a push to one source repository, and its webhook: until the
-	// destination commit holds the change.
+	// (c) a push to one source repository changing s.touch of its apps,
+	// and its webhook: until the destination holds every change; what
+	// each push rendered and fetched.
 	var lat []time.Duration
+	var pushRenders, pushFetches []float64
 	for p := 0; p < s.pushes; p++ {
-		r, a := p%s.repos, (p*7)%n
-		i := r*n + a
-		s.works[r].Write(map[string]string{fmt.Sprintf("app%02d/configmap.yaml", a): configMap(a, p+1)}).Commit(fmt.Sprintf("push %d", p))
+		r := p % s.repos
+		files := map[string]string{}
+		var apps []int
+		for k := 0; k < s.touch; k++ {
+			a := (p*7 + k*(n/max(s.touch, 1)+1)) % n
+			apps = append(apps, a)
+			files[fmt.Sprintf("app%02d/configmap.yaml", a)] = configMap(a, p+1)
+		}
+		s.works[r].Write(files).Commit(fmt.Sprintf("push %d", p))
 		s.works[r].Push("main")
+		renders0, fetch0 := s.metric("sluice_renders_total"), s.metric(`sluice_git_requests_total{op="fetch"}`)
 		body := fmt.Sprintf(`{"ref":"refs/heads/main","repository":{"clone_url":%q}}`, s.srcURLs[r])
 		t0 := time.Now()
 		if err := post("http://"+s.hook+"/hook/"+serveNS+"/hooks", body, map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + hmacHex(token, body)}); err != nil {
@@ -435,18 +479,25 @@ func (s *serveBench) run() error {
 		// kustomize writes the string in double quotes, a plain folder
 		// as it was written.
 		want := regexp.MustCompile(fmt.Sprintf(`v: ['"]%d['"]`, p+1))
-		path := fmt.Sprintf("%s:apps/%s/configmap-app%02d.yaml", s.branchOf(i), s.syncName(r, a), a)
-		for {
-			out, _ := exec.Command("git", "--git-dir", s.dstDir, "show", path).Output()
-			if want.Match(out) {
-				break
+		for _, a := range apps {
+			i := r*n + a
+			path := fmt.Sprintf("%s:apps/%s/configmap-app%02d.yaml", s.branchOf(i), s.syncName(r, a), a)
+			for {
+				out, _ := exec.Command("git", "--git-dir", s.dstDir, "show", path).Output()
+				if want.Match(out) {
+					break
+				}
+				if time.Since(t0) > time.Minute {
+					return fmt.Errorf("(c) push %d: %s never held %s (see %s)", p, path, want, logf.Name())
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
-			if time.Since(t0) > time.Minute {
-				return fmt.Errorf("(c) push %d: %s never held %s (see %s)", p, path, want, logf.Name())
-			}
-			time.Sleep(10 * time.Millisecond)
 		}
 		lat = append(lat, time.Since(t0))
+		// What the push made the controller do, once its syncs settled.
+		time.Sleep(time.Second)
+		pushRenders = append(pushRenders, s.metric("sluice_renders_total")-renders0)
+		pushFetches = append(pushFetches, s.metric(`sluice_git_requests_total{op="fetch"}`)-fetch0)
 	}
 
 	// (d) the tag the first syncs follow moves; the registry notifies.
@@ -478,6 +529,9 @@ func (s *serveBench) run() error {
 		apps = "a kustomization"
 	}
 
+	if s.history > 0 {
+		fmt.Printf("Each source repository has %d commits of history under its apps.\n", s.history)
+	}
 	fmt.Printf("On a local kube-apiserver v1.37.2 with the loopback git server and registry: %d ManifestSyncs over %d source repositories and %d image tags, writing into %d branches of one destination repository; each app %s; interval %s; the controller (`sluice serve`, --concurrent 4, --registry-rps 20, --render-isolation %s) in its own process. GOMAXPROCS=%d.\n\n",
 		total, s.repos, s.tags, s.branches, apps, s.interval, s.isolation, runtime.GOMAXPROCS(0))
 	fmt.Println("| measure | result | target |")
@@ -498,7 +552,8 @@ func (s *serveBench) run() error {
 	fmt.Printf("| (b) registry requests | %d | %s |\n", regBn, tReg)
 	fmt.Printf("| (b) controller CPU | %s (%d renders; %d of %d still Ready) | %s |\n", round(cpuIdle), int(rendersB), idleReady, total, tIdle)
 	fmt.Printf("| (b) kube-apiserver: CPU, requests by verb | %s; %s | |\n", round(apiCPUB1-apiCPUB0), apiReqB1.since(apiReqB0, 0))
-	fmt.Printf("| (c) push + webhook → destination commit, %d pushes | p50 %s, p95 %s, max %s | p50 < 2 s |\n", s.pushes, percentile(lat, 50), percentile(lat, 95), percentile(lat, 100))
+	fmt.Printf("| (c) push changing %d app(s) + webhook → destination commits, %d pushes | p50 %s, p95 %s, max %s | p50 < 2 s |\n", s.touch, s.pushes, percentile(lat, 50), percentile(lat, 95), percentile(lat, 100))
+	fmt.Printf("| (c) per push: renders, fetches (median; max) | %.0f, %.0f; %.0f, %.0f | %d, 1 |\n", medianOf(pushRenders), medianOf(pushFetches), slices.Max(pushRenders), slices.Max(pushFetches), s.touch)
 	fmt.Printf("| (d) moved tag + registry notification → %d syncs re-pinned | %s | |\n", s.followers, round(repin))
 	fmt.Printf("| (e) controller peak RSS | %d MiB (CPU over the whole run %s; render workers apart) | %s |\n", hwm/1024, round(cpuEnd-cpu0), tRSS)
 	return nil

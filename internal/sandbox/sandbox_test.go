@@ -253,7 +253,8 @@ func chart(tpl string) mapFS {
 // grows without bound is killed at the memory limit, one that loops
 // producing nothing at the CPU limit, one slower than the timeout at
 // the timeout; each says which, and what it last read; no process is
-// left behind.
+// left behind, in a worker of its own or one kept warm for its domain
+// (which is not kept).
 func TestARenderPastItsLimitsIsKilled(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
 	for _, tt := range []struct {
@@ -279,30 +280,41 @@ func TestARenderPastItsLimitsIsKilled(t *testing.T) {
 				return errors.Is(err, render.ErrTimeout) && strings.Contains(err.Error(), "--render-timeout")
 			}, "timeout"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var used []Usage
-			s := newSandbox(t, tt.limits, func(u Usage) { used = append(used, u) })
-			var before syscall.Rusage
-			syscall.Getrusage(syscall.RUSAGE_CHILDREN, &before)
-			start := time.Now()
-			_, err := s.Render(context.Background(), tt.files.fs(), "c", render.Options{ReleaseName: "r", Limits: tt.render})
-			if !tt.want(err) {
-				t.Fatalf("err = %v", err)
-			}
-			t.Logf("%s after %s", err, time.Since(start).Round(time.Millisecond))
-			// The worker is gone: its process group is empty.
-			if n := workers(t); n != 0 {
-				t.Errorf("%d worker processes left", n)
-			}
-			// The observer hears which limit ended it (for the
-			// controller's sluice_render_workers_killed_total).
-			if len(used) != 1 || used[0].Killed != tt.killed || used[0].CPU <= 0 {
-				t.Errorf("usage observed: %+v, want one killed for %s", used, tt.killed)
-			}
-			if tt.killed == "timeout" && used[0].MaxRSS <= 0 {
-				t.Errorf("a worker killed by its host has its peak read first: %+v", used)
-			}
-		})
+		for _, d := range []Domain{{}, {Namespace: "team", Source: "https://git.example/c@1"}} {
+			t.Run(fmt.Sprintf("%s, warm %v", tt.name, d.warm()), func(t *testing.T) {
+				var used []Usage
+				s := newSandbox(t, tt.limits, func(u Usage) { used = append(used, u) })
+				if d.warm() {
+					// A render first, whose worker the killed one is.
+					if _, err := s.RenderIn(context.Background(), d, tree.fs(), "overlay", render.Options{}); err != nil {
+						t.Fatal(err)
+					}
+					idlePIDs(t, s, 1)
+					used = nil
+				}
+				start := time.Now()
+				_, err := s.RenderIn(context.Background(), d, tt.files.fs(), "c", render.Options{ReleaseName: "r", Limits: tt.render})
+				if !tt.want(err) {
+					t.Fatalf("err = %v", err)
+				}
+				t.Logf("%s after %s", err, time.Since(start).Round(time.Millisecond))
+				// The worker is gone: its process group is empty.
+				if n := workers(t); n != 0 {
+					t.Errorf("%d worker processes left", n)
+				}
+				// The observer hears which limit ended it (for the
+				// controller's sluice_render_workers_killed_total).
+				if len(used) != 1 || used[0].Killed != tt.killed || used[0].CPU <= 0 {
+					t.Errorf("usage observed: %+v, want one killed for %s", used, tt.killed)
+				}
+				if tt.killed == "timeout" && used[0].MaxRSS <= 0 {
+					t.Errorf("a worker killed by its host has its peak read first: %+v", used)
+				}
+				if n := s.pool.idleCount(); n != 0 {
+					t.Errorf("%d workers kept after a render killed", n)
+				}
+			})
+		}
 	}
 }
 
