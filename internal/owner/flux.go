@@ -247,7 +247,14 @@ func MaskDecrypted(objects []*yaml.RNode, rep Report) {
 // would.
 func (f *Flux) Options(o render.Options) render.Options {
 	o.Kustomization = f.kustomization
-	o.PostBuild = f.postBuild
+	var dec *decryptor
+	if d := f.spec.Decryption; d != nil && d.Provider == decryptionSOPS {
+		dec = newDecryptor(f) // one render's: its Secret read when first needed
+		o.Read = dec.read
+	}
+	o.PostBuild = func(ctx context.Context, objects []*yaml.RNode, origins []string) ([]*yaml.RNode, error) {
+		return f.postBuild(ctx, dec, objects, origins)
+	}
 	return o
 }
 
@@ -411,15 +418,8 @@ func scanManifests(fsys source.FS, dir string, ignored gitignore.Matcher) ([]str
 // the build: decryption, then variable substitution; then it sets the
 // owner labels and the common metadata, as kustomize-controller does
 // before applying.
-func (f *Flux) postBuild(ctx context.Context, objects []*yaml.RNode, origins []string) ([]*yaml.RNode, error) {
+func (f *Flux) postBuild(ctx context.Context, dec *decryptor, objects []*yaml.RNode, origins []string) ([]*yaml.RNode, error) {
 	rep := Report{Settings: f.settings(), Substituted: map[string]int{}}
-	var dec *decryptor
-	if d := f.spec.Decryption; d != nil && d.Provider == decryptionSOPS {
-		var err error
-		if dec, err = f.decryptor(ctx); err != nil {
-			return nil, err
-		}
-	}
 	var vars map[string]string
 	var from map[string]string
 	pb := f.spec.PostBuild
@@ -437,7 +437,7 @@ func (f *Flux) postBuild(ctx context.Context, objects []*yaml.RNode, origins []s
 			subject += " (" + origins[i] + ")"
 		}
 		if dec != nil && !strings.EqualFold(o.GetAnnotations()[annotationDecrypt], disabled) {
-			n, decrypted, err := dec.object(o)
+			n, decrypted, err := dec.object(ctx, o)
 			if err != nil {
 				return nil, fmt.Errorf("%s: decrypting %s: %w", f.Name(), subject, err)
 			}
@@ -482,6 +482,16 @@ func (f *Flux) postBuild(ctx context.Context, objects []*yaml.RNode, origins []s
 			}
 		}
 		out = append(out, o)
+	}
+	if dec != nil && dec.decryptedSources > 0 {
+		// A Secret generated from decrypted files is masked as a
+		// decrypted one is (which generator made which is not known).
+		for _, o := range out {
+			name := strings.Trim(o.GetNamespace()+"/"+o.GetName(), "/")
+			if o.GetKind() == "Secret" && o.GetApiVersion() == "v1" && !slices.Contains(rep.Decrypted, name) {
+				rep.Decrypted = append(rep.Decrypted, name)
+			}
+		}
 	}
 	for name := range used {
 		rep.Substituted[from[name]]++

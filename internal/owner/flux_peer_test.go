@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -21,9 +22,9 @@ import (
 	"sluice.dev/sluice/internal/testenv"
 )
 
-// fluxCases are folders and the Kustomizations that deploy them; what
-// the real kustomize-controller applies of each is the expectation.
-var fluxCases = []struct {
+// fluxCase is a folder and the Kustomization that deploys it; what the
+// real kustomize-controller applies of it is the expectation.
+type fluxCase struct {
 	name  string
 	files map[string]string
 	spec  string
@@ -32,7 +33,9 @@ var fluxCases = []struct {
 	// fails, when set, is what kustomize-controller's build failure and
 	// Sluice's render error must both say.
 	fails string
-}{{
+}
+
+var fluxCases = []fluxCase{{
 	name: "generated",
 	// No kustomization: kustomize-controller generates one over the
 	// manifests (a sub-kustomization whole, what source-controller
@@ -131,6 +134,8 @@ func TestAFolderRendersAsTheRealKustomizeControllerAppliesIt(t *testing.T) {
 	}
 	fluxNS := testenv.Namespace("flux")
 	namespaces := map[string]string{fluxNS: fluxNS}
+	sops, keys := sopsCase(t)
+	fluxCases := append(slices.Clone(fluxCases), sops)
 	for _, tc := range fluxCases {
 		namespaces[tc.name] = testenv.Namespace(tc.name)
 	}
@@ -138,6 +143,10 @@ func TestAFolderRendersAsTheRealKustomizeControllerAppliesIt(t *testing.T) {
 		if err := c.Kube().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The decryption Secret, as a platform team gives it to Flux.
+	if err := c.Kube().Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sops-keys", Namespace: fluxNS}, Data: keys}); err != nil {
+		t.Fatal(err)
 	}
 	git := testenv.NewGitServer(t)
 	url := git.CreateRepo(t, "fleet")

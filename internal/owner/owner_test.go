@@ -1,24 +1,18 @@
 package owner
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"filippo.io/age"
-	"github.com/ProtonMail/go-crypto/openpgp"
-	pgparmor "github.com/ProtonMail/go-crypto/openpgp/armor"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/source"
-	"sluice.dev/sluice/internal/testenv"
 )
 
 // flux makes a Flux from a Kustomization's spec, as YAML.
@@ -104,99 +98,6 @@ func TestAMissingComponentOrANonKubernetesFileFailsNamingIt(t *testing.T) {
 	_, err = renderAs(t, flux(t, "  components: [nope]\n  sourceRef: {kind: GitRepository, name: fleet}\n"), root, "apps")
 	if err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("err = %v, want one naming the missing component", err)
-	}
-}
-
-const plainSecret = `apiVersion: v1
-kind: Secret
-metadata:
-  name: db
-type: Opaque
-stringData:
-  password: s3cret
-  port: "5432"
-data:
-  token: dG9rZW4=
-`
-
-func TestSOPSSecretsDecryptAsFluxDecryptsThem(t *testing.T) {
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _ := age.GenerateX25519Identity()
-	enc := testenv.SOPSEncrypt(t, plainSecret, id.Recipient().String(), "^(data|stringData)$")
-	if strings.Contains(enc, "s3cret") || !strings.Contains(enc, "ENC[AES256_GCM") {
-		t.Fatalf("not encrypted:\n%s", enc)
-	}
-	decrypt := func(d *decryptor, doc string) (*yaml.RNode, bool, error) {
-		n, err := yaml.Parse(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d.object(n)
-	}
-	d := &decryptor{secret: "flux-system/sops-age", age: []age.Identity{other, id}}
-	out, ok, err := decrypt(d, enc)
-	if err != nil || !ok {
-		t.Fatalf("decrypted %v: %v", ok, err)
-	}
-	want, _ := yaml.Parse(plainSecret)
-	if got, w := out.MustString(), want.MustString(); got != w {
-		t.Errorf("decrypted:\n%s\nwant:\n%s", got, w)
-	}
-
-	// Only the wrong key: the message names the key it needs.
-	_, _, err = decrypt(&decryptor{secret: "flux-system/sops-age", age: []age.Identity{other}}, enc)
-	if err == nil || !strings.Contains(err.Error(), id.Recipient().String()) || !strings.Contains(err.Error(), "flux-system/sops-age") {
-		t.Errorf("err = %v, want one naming the Secret and the recipient", err)
-	}
-	// A value moved to another key does not decrypt (its path is its
-	// additional data).
-	moved := strings.Replace(enc, "password:", "passwd:", 1)
-	if _, _, err := decrypt(d, moved); err == nil || !strings.Contains(err.Error(), "stringData.passwd") {
-		t.Errorf("err = %v, want one naming stringData.passwd", err)
-	}
-	// An object without sops metadata is left as it is.
-	if _, ok, err := decrypt(d, plainSecret); ok || err != nil {
-		t.Errorf("a plain Secret: decrypted %v, %v", ok, err)
-	}
-}
-
-func TestSOPSSecretsEncryptedForAnOpenPGPKeyDecrypt(t *testing.T) {
-	entity, err := openpgp.NewEntity("fleet", "", "fleet@example.com", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := testenv.SOPSEncryptPGP(t, plainSecret, entity, "^(data|stringData)$")
-	var armored bytes.Buffer
-	w, err := pgparmor.Encode(&armored, openpgp.PrivateKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := entity.SerializePrivate(w, nil); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	// The key as Flux reads it: the armored private key of a *.asc entry.
-	keys, err := openpgp.ReadArmoredKeyRing(&armored)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := yaml.Parse(enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, ok, err := (&decryptor{secret: "flux-system/sops-gpg", pgp: keys}).object(n)
-	if err != nil || !ok {
-		t.Fatalf("decrypted %v: %v", ok, err)
-	}
-	want, _ := yaml.Parse(plainSecret)
-	if got, w := out.MustString(), want.MustString(); got != w {
-		t.Errorf("decrypted:\n%s\nwant:\n%s", got, w)
-	}
-	if _, _, err := (&decryptor{secret: "flux-system/sops-gpg"}).object(n); err == nil || !strings.Contains(err.Error(), "OpenPGP key "+strings.ToUpper(hex.EncodeToString(entity.PrimaryKey.Fingerprint))) {
-		t.Errorf("without the key: %v, want the fingerprint named", err)
 	}
 }
 

@@ -34,6 +34,8 @@ type kustomizeRun struct {
 	// generate, if set, gives the root's kustomization file (see
 	// Options.Kustomization).
 	generate func(fsys source.FS, dir string, own []byte) ([]byte, error)
+	// read, if set, is given each file read (Options.Read).
+	read func(ctx context.Context, name string, data []byte) ([]byte, error)
 	// remote collects the remote bases and files read.
 	remote []string
 }
@@ -67,7 +69,7 @@ func kustomizeDir(ctx context.Context, g *guard, dir string, kr *kustomizeRun) (
 		opts.LoadRestrictions = types.LoadRestrictionsNone
 	}
 	var refused error
-	kfs := &kustomizeFS{ctx: ctx, fsys: g, lim: kr.limits, root: path.Join("/", dir), origins: kr.origins}
+	kfs := &kustomizeFS{ctx: ctx, fsys: g, lim: kr.limits, root: path.Join("/", dir), origins: kr.origins, read: kr.read}
 	if kr.generate != nil {
 		name, own := kustomizationFiles[0], []byte(nil)
 		for _, n := range kustomizationFiles {

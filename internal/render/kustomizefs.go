@@ -48,6 +48,8 @@ type kustomizeFS struct {
 	// tool's settings make it, in place of the tree's (or where it has
 	// none).
 	generated *generatedFile
+	// read, if set, is given each file read (Options.Read).
+	read func(ctx context.Context, name string, data []byte) ([]byte, error)
 }
 
 // generatedFile is a file kustomize reads that the tree does not hold as
@@ -224,6 +226,11 @@ func (k *kustomizeFS) ReadFile(p string) ([]byte, error) {
 		data = k.generated.data
 	} else if data, err = fsys.ReadFile(r); err != nil {
 		return nil, err
+	}
+	if k.read != nil {
+		if data, err = k.read(k.ctx, rel(p), data); err != nil {
+			return nil, err
+		}
 	}
 	if err := k.check(r, data); err != nil {
 		return nil, err

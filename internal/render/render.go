@@ -80,6 +80,11 @@ type Options struct {
 	// Directory, if set, is how a plain folder is read (an Argo CD
 	// Application's source.directory).
 	Directory *Directory
+	// Read, if set, is given each file a kustomize build reads, by its
+	// path in the tree, kustomization files included, and returns what
+	// the build reads instead (a Flux Kustomization's SOPS-encrypted
+	// secretGenerator sources and patches, decrypted).
+	Read func(ctx context.Context, name string, data []byte) ([]byte, error)
 	// PostBuild, if set, is given the rendered objects, with each one's
 	// source file where Origins asked for them (else origins is empty),
 	// and returns the objects the render gives (a Flux Kustomization's
@@ -183,7 +188,7 @@ func render(ctx context.Context, tr, fsys source.FS, dir string, o Options, lim 
 	objects := -1 // -1: as many as res.Objects holds
 	switch kind {
 	case Kustomize:
-		kr := &kustomizeRun{bases: o.Bases, fetch: o.Fetch, egress: o.Egress, origins: o.Origins, limits: lim, generate: o.Kustomization}
+		kr := &kustomizeRun{bases: o.Bases, fetch: o.Fetch, egress: o.Egress, origins: o.Origins, limits: lim, generate: o.Kustomization, read: o.Read}
 		if o.Render != nil && o.Render.Kustomize != nil {
 			kr.settings = *o.Render.Kustomize
 		}

@@ -38,10 +38,10 @@ func (s *Sandbox) Render(ctx context.Context, fsys source.FS, dir string, o rend
 // failed for a limit, a timeout or anything but the render's own error
 // is never kept.
 func (s *Sandbox) RenderIn(ctx context.Context, d Domain, fsys source.FS, dir string, o render.Options) (*render.Result, error) {
-	if o.Kustomization != nil || o.PostBuild != nil {
+	if o.Kustomization != nil || o.PostBuild != nil || o.Read != nil {
 		// Functions of this process cannot run in a worker: never render
 		// without them, silently.
-		return nil, errors.New("a render as a GitOps owner (render.Options.Kustomization, PostBuild) is not run in a worker process")
+		return nil, errors.New("a render as a GitOps owner (render.Options.Kustomization, Read, PostBuild) is not run in a worker process")
 	}
 	if kind, err := render.Detect(fsys, dir, o.Render); err != nil || kind == render.Plain {
 		return render.Render(ctx, fsys, dir, o)

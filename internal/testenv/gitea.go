@@ -27,19 +27,7 @@ type Gitea struct {
 // GiteaBinary returns the gitea `make tools` builds (hack/gitea/build.sh).
 func GiteaBinary(t TB) string {
 	t.Helper()
-	root, err := SourceRoot()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	v, err := os.ReadFile(filepath.Join(root, "hack", "gitea", "VERSION"))
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	p := filepath.Join(root, "bin", "gitea", strings.TrimSpace(string(v)), "gitea")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("gitea is not built: run `make tools` (or hack/gitea/build.sh) first; `make test` does")
-	}
-	return p
+	return versionedTool(t, "gitea")
 }
 
 // StartGitea starts a Gitea with an admin user; it stops when the test

@@ -2,91 +2,90 @@ package testenv
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-
-	"github.com/getsops/sops/v3"
-	"github.com/getsops/sops/v3/aes"
-	sopsage "github.com/getsops/sops/v3/age"
-	"github.com/getsops/sops/v3/config"
-	"github.com/getsops/sops/v3/keys"
-	sopspgp "github.com/getsops/sops/v3/pgp"
-	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 )
 
-// SOPSEncrypt encrypts a YAML document for an age recipient as the sops
-// CLI does (`sops encrypt --age R --encrypted-regex REGEX`), through the
-// getsops/sops module itself: what a person commits, and Flux decrypts.
-// Tests only: the module links every cloud's KMS client.
-func SOPSEncrypt(t TB, plain, recipient, encryptedRegex string) string {
+// SOPSBinary returns the sops CLI that `make tools` builds
+// (hack/sops/build.sh: the release of go.mod's github.com/getsops/sops/v3).
+func SOPSBinary(t TB) string {
 	t.Helper()
-	key, err := sopsage.MasterKeyFromRecipient(recipient)
-	if err != nil {
-		t.Fatalf("sops: %v", err)
-	}
-	return sopsEncrypt(t, plain, key, encryptedRegex)
+	return tool(t, "sops", "github.com/getsops/sops/v3", "hack/sops/build.sh")
 }
 
-// SOPSEncryptPGP encrypts a YAML document for an OpenPGP key as the sops
-// CLI does (`sops encrypt --pgp FINGERPRINT`), with a keyring holding the
-// key's public part.
-func SOPSEncryptPGP(t TB, plain string, entity *openpgp.Entity, encryptedRegex string) string {
+// SOPSEncrypt encrypts a YAML document for an age recipient with the
+// real sops CLI (`sops encrypt --age R --encrypted-regex REGEX`): what a
+// person commits, and Flux decrypts.
+func SOPSEncrypt(t TB, plain, recipient, encryptedRegex string) string {
+	t.Helper()
+	args := []string{"--age", recipient}
+	if encryptedRegex != "" {
+		args = append(args, "--encrypted-regex", encryptedRegex)
+	}
+	return SOPSEncryptFile(t, "secret.yaml", plain, nil, args...)
+}
+
+// GnuPGHome is a GnuPG home holding the entity's public key, imported
+// by the real gpg, for the sops CLI to encrypt for it (GNUPGHOME=...).
+func GnuPGHome(t TB, entity *openpgp.Entity) string {
 	t.Helper()
 	home := t.TempDir()
 	if err := os.Chmod(home, 0o700); err != nil { // a GnuPG home is private
-		t.Fatalf("sops: %v", err)
+		t.Fatalf("gpg: %v", err)
 	}
-	var ring bytes.Buffer
-	if err := entity.Serialize(&ring); err != nil {
-		t.Fatalf("sops: %v", err)
+	var pub bytes.Buffer
+	w, err := armor.Encode(&pub, openpgp.PublicKeyType, nil)
+	if err != nil {
+		t.Fatalf("gpg: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(home, "pubring.gpg"), ring.Bytes(), 0o600); err != nil {
-		t.Fatalf("sops: %v", err)
+	if err := entity.Serialize(w); err != nil {
+		t.Fatalf("gpg: %v", err)
 	}
-	key := sopspgp.NewMasterKeyFromFingerprint(strings.ToUpper(hex.EncodeToString(entity.PrimaryKey.Fingerprint)))
-	sopspgp.GnuPGHome(home).ApplyToMasterKey(key)
-	return sopsEncrypt(t, plain, key, encryptedRegex)
+	w.Close()
+	cmd := exec.Command("gpg", "--batch", "--homedir", home, "--import")
+	cmd.Stdin = &pub
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gpg --import: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("gpgconf", "--homedir", home, "--kill", "all").Run() })
+	return home
 }
 
-func sopsEncrypt(t TB, plain string, key keys.MasterKey, encryptedRegex string) string {
+// SOPSEncryptFile encrypts plain with the real sops CLI as a file named
+// name (whose extension gives its format: .yaml, .json, .env, .ini, or
+// anything else for binary), with sops's arguments args (the keys:
+// --age R, --pgp FP, --kms ARN, --shamir-secret-sharing-threshold N with
+// several groups...), env added to its environment.
+func SOPSEncryptFile(t TB, name, plain string, env []string, args ...string) string {
 	t.Helper()
-	store := sopsyaml.NewStore(&config.YAMLStoreConfig{})
-	branches, err := store.LoadPlainFile([]byte(plain))
+	dir := t.TempDir()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(plain), 0o600); err != nil {
+		t.Fatalf("sops: %v", err)
+	}
+	// No .sops.yaml of the caller's tree, no key of this machine's user.
+	// --config is a global flag, given before the command.
+	var global []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--config" && i+1 < len(args) {
+			global = append(global, args[i], args[i+1])
+			args = append(args[:i:i], args[i+2:]...)
+			i--
+		}
+	}
+	cmd := exec.Command(SOPSBinary(t), append(append(append(global, "encrypt"), args...), p)...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("sops: %v", err)
-	}
-	tree := sops.Tree{Branches: branches, Metadata: sops.Metadata{
-		KeyGroups:      []sops.KeyGroup{[]keys.MasterKey{key}},
-		EncryptedRegex: encryptedRegex,
-		Version:        "3.10.2",
-	}}
-	// The data key encrypted with the master key itself, as sops's local
-	// key service does (which would forget the key's GnuPG home).
-	dataKey := make([]byte, 32)
-	if _, err := rand.Read(dataKey); err != nil {
-		t.Fatalf("sops: %v", err)
-	}
-	if err := key.Encrypt(dataKey); err != nil {
-		t.Fatalf("sops: %v", err)
-	}
-	cipher := aes.NewCipher()
-	mac, err := tree.Encrypt(dataKey, cipher)
-	if err != nil {
-		t.Fatalf("sops: %v", err)
-	}
-	tree.Metadata.LastModified = time.Now().UTC()
-	if tree.Metadata.MessageAuthenticationCode, err = cipher.Encrypt(mac, dataKey, tree.Metadata.LastModified.Format(time.RFC3339)); err != nil {
-		t.Fatalf("sops: %v", err)
-	}
-	out, err := store.EmitEncryptedFile(tree)
-	if err != nil {
-		t.Fatalf("sops: %v", err)
+		t.Fatalf("sops encrypt %s %s: %v\n%s", strings.Join(args, " "), name, err, stderr.String())
 	}
 	return string(out)
 }

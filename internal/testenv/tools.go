@@ -44,19 +44,7 @@ func KustomizeBinary(t TB) string {
 // (hack/controller-gen/build.sh, at the version of its VERSION file).
 func ControllerGen(t TB) string {
 	t.Helper()
-	root, err := SourceRoot()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	v, err := os.ReadFile(filepath.Join(root, "hack", "controller-gen", "VERSION"))
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	p := filepath.Join(root, "bin", "controller-gen", strings.TrimSpace(string(v)), "controller-gen")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("controller-gen is not built: run `make tools` (or hack/controller-gen/build.sh) first; `make test` does")
-	}
-	return p
+	return versionedTool(t, "controller-gen")
 }
 
 // tool finds bin/NAME/VERSION/NAME in the source tree, VERSION being the
@@ -122,6 +110,25 @@ func ImageBinary(t TB) string {
 	p := filepath.Join(root, "bin", "image", "sluice")
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("bin/image/sluice is not built: run `make tools` (or make bin/image/sluice) first; `make test` does")
+	}
+	return p
+}
+
+// versionedTool finds bin/NAME/VERSION/NAME in the source tree, VERSION
+// being what hack/NAME/VERSION says (a tool go.mod does not require).
+func versionedTool(t TB, name string) string {
+	t.Helper()
+	root, err := SourceRoot()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	v, err := os.ReadFile(filepath.Join(root, "hack", name, "VERSION"))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	p := filepath.Join(root, "bin", name, strings.TrimSpace(string(v)), name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is not built: run `make tools` (or hack/%s/build.sh) first; `make test` does", name, name)
 	}
 	return p
 }
