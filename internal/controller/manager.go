@@ -116,6 +116,9 @@ type Addrs struct {
 	Hook, Metrics, Probe, Dashboard string
 }
 
+// maxWaitingSyncs bounds the ManifestSync reconciles at once.
+const maxWaitingSyncs = 4096
+
 // Scheme holds the kinds the controller reads.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -285,10 +288,13 @@ func Run(ctx context.Context, o Options) error {
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
 	msr := &ManifestSyncReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, batch: batch, events: rec,
 		log: o.Log, allowLocal: o.AllowLocalRepos, now: o.Now, attempts: newAttempts()}
-	// Many syncs wait on their batch at once: the batches, not the
-	// workers, bound the work.
+	// A reconcile waits on its branch's batch: the batches (--concurrent
+	// at once), not the reconciles, bound the work, and the reconciles
+	// waiting bound how many syncs a batch gathers. 512 of them over 50
+	// branches made batches of 6 syncs from 10,000 due, each paying a
+	// commit and a push; a waiting reconcile costs a goroutine.
 	if err := ctrl.NewControllerManagedBy(mgr).Named("manifestsync").For(&v1alpha1.ManifestSync{}, changed).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 512}).Complete(msr); err != nil {
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxWaitingSyncs}).Complete(msr); err != nil {
 		return err
 	}
 	ir := &ImageReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, events: rec, log: o.Log,

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -55,6 +57,9 @@ type Repo struct {
 	// to objects in packs this process has not indexed; resolving
 	// against its own fetch's refs, a run reads only objects it has.
 	refs map[plumbing.ReferenceName]plumbing.Hash
+	// indexed are the pack indexes of the clone when it was last
+	// reindexed.
+	indexed []string
 }
 
 func newRepo(loc Location, g *git.Repository, root, prefix string) *Repo {
@@ -240,10 +245,32 @@ func (r *Repo) refreshIfOlder(ctx context.Context, d time.Duration, notBefore ti
 }
 
 // reindex makes the object storage list the clone's packs again.
+// Reindexing a clone costs reading every pack index it holds again, so
+// it is done only when the clone's packs are not those last indexed.
 func (r *Repo) reindex() {
-	if s, ok := r.git.Storer.(interface{ Reindex() }); ok {
-		s.Reindex()
+	s, ok := r.git.Storer.(interface {
+		Reindex()
+		Filesystem() billy.Filesystem
+	})
+	if !ok {
+		return
 	}
+	var packs []string
+	if entries, err := s.Filesystem().ReadDir("objects/pack"); err == nil {
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".idx") {
+				packs = append(packs, e.Name())
+			}
+		}
+	} else {
+		packs = nil // unknown: reindex
+	}
+	slices.Sort(packs)
+	if packs != nil && slices.Equal(packs, r.indexed) {
+		return
+	}
+	s.Reindex()
+	r.indexed = packs
 }
 
 // Commit is a resolved commit.
@@ -520,24 +547,11 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 		return err
 	}
 	defer unlock()
-	// The push walks the clone's refs, which others sharing it may have
-	// moved to objects in packs of theirs.
-	r.reindex()
-	local := plumbing.ReferenceName("refs/sluice/push/" + name)
-	if err := r.git.Storer.SetReference(plumbing.NewHashReference(local, newHash)); err != nil {
-		return err
-	}
-	defer r.git.Storer.RemoveReference(local)
-	spec := config.RefSpec(local.String() + ":" + refName.String())
-	if o.Force {
-		spec = "+" + spec
-	}
-	remote, err := r.git.Remote("origin")
-	if err != nil {
-		return err
-	}
 	r.note("push")
-	err = remote.PushContext(ctx, &git.PushOptions{RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: method})
+	err = r.pushCommits(ctx, url, method, refName, newHash, old, o.Force)
+	if errors.Is(err, errNotSimple) {
+		err = r.pushAll(ctx, url, method, name, refName, newHash, o.Force)
+	}
 	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
 		// Mirror the new tip locally, as the next fetch would.
 		r.refs[refName] = newHash
@@ -556,6 +570,29 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 		return fmt.Errorf("pushing %s to %s: %w: the forge refused it (a protected branch may require signed commits: sign with --signing-key or spec.destination.signing; or review: use destination.mode pullRequest)", name, r.loc, pushErr)
 	}
 	return fmt.Errorf("pushing %s to %s: %w", name, r.loc, pushErr)
+}
+
+// pushAll pushes through go-git's push, which sends what the remote's
+// advertised history lacks (pushCommits sends a short run of commits on
+// the remote's tip more cheaply).
+func (r *Repo) pushAll(ctx context.Context, url string, method transport.AuthMethod, name string, refName plumbing.ReferenceName, newHash plumbing.Hash, force bool) error {
+	// The push walks the clone's refs, which others sharing it may have
+	// moved to objects in packs of theirs.
+	r.reindex()
+	local := plumbing.ReferenceName("refs/sluice/push/" + name)
+	if err := r.git.Storer.SetReference(plumbing.NewHashReference(local, newHash)); err != nil {
+		return err
+	}
+	defer r.git.Storer.RemoveReference(local)
+	spec := config.RefSpec(local.String() + ":" + refName.String())
+	if force {
+		spec = "+" + spec
+	}
+	remote, err := r.git.Remote("origin")
+	if err != nil {
+		return err
+	}
+	return remote.PushContext(ctx, &git.PushOptions{RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: method})
 }
 
 func (r *Repo) updateLocal(refName plumbing.ReferenceName, newHash, old plumbing.Hash, o UpdateBranchOptions) error {

@@ -3,10 +3,13 @@ package source
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -498,4 +501,89 @@ func TestNoCredentialsMeansNothingOfTheMachines(t *testing.T) {
 	if agent.Connections() == 0 {
 		t.Error("the person's clone did not use the agent")
 	}
+}
+
+// A push sends what its commit adds to the tree it was made on, not
+// what the remote's history lacks by a walk of it: on a branch of 3,000
+// commits, a commit changing one file of a nested folder sends that
+// commit, its three changed trees and the one blob, and the server holds
+// a complete, connected history after it (git fsck).
+func TestAPushSendsWhatTheCommitAdds(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "deploy")
+	w := testenv.NewWork(t, url)
+	var b strings.Builder
+	for i := 1; i <= 3000; i++ {
+		data := fmt.Sprintf("v%d\n", i)
+		fmt.Fprintf(&b, "commit refs/heads/env\ncommitter T <t@example.com> %d +0000\ndata 2\nc\n", 1700000000+i)
+		fmt.Fprintf(&b, "M 644 inline apps/app%d/cm.yaml\ndata %d\n%s\n", i%50, len(data), data)
+	}
+	cmd := exec.Command("git", "fast-import", "--quiet")
+	cmd.Dir, cmd.Stdin = w.Dir, strings.NewReader(b.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git fast-import: %v\n%s", err, out)
+	}
+	testenv.Git(t, w.Dir, "push", "-q", "origin", "env")
+
+	repo, err := NewCache(t.TempDir()).Open(ctx, mustLoc(t, url), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip, err := repo.Branch("env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := repo.git.CommitObject(tip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := root.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps, _ := tree.Tree("apps")
+	app7, _ := apps.Tree("app7")
+	blob, err := repo.WriteBlob([]byte("changed\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(entries []object.TreeEntry, name string, h plumbing.Hash, mode filemode.FileMode) plumbing.Hash {
+		out := slices.Clone(entries)
+		for i := range out {
+			if out[i].Name == name {
+				out[i].Hash, out[i].Mode = h, mode
+			}
+		}
+		th, err := repo.WriteTree(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return th
+	}
+	t7 := write(app7.Entries, "cm.yaml", blob, filemode.Regular)
+	ta := write(apps.Entries, "app7", t7, filemode.Dir)
+	tr := write(tree.Entries, "apps", ta, filemode.Dir)
+	c, err := repo.WriteCommit(&object.Commit{Message: "one file", TreeHash: tr, ParentHashes: []plumbing.Hash{tip}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, err := repo.newObjects(c, tip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []plumbing.Hash{c, tr, ta, t7, blob}; !slices.Equal(sent, want) {
+		t.Errorf("sends %v, want the commit, its 3 changed trees and the blob %v", sent, want)
+	}
+	if err := repo.UpdateBranch(ctx, "env", c, tip, UpdateBranchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	server := filepath.Join(srv.Root, "deploy.git")
+	if got := testenv.Git(t, server, "rev-parse", "env"); got != c.String() {
+		t.Fatalf("server env = %s, want %s", got, c)
+	}
+	if got := testenv.Git(t, server, "cat-file", "-p", "env:apps/app7/cm.yaml"); got != "changed" {
+		t.Errorf("server holds %q", got)
+	}
+	testenv.Git(t, server, "fsck", "--no-dangling")
 }
