@@ -61,7 +61,7 @@ func newBatcher(ctx context.Context, e *engines, concurrent int, log *slog.Logge
 		base: hydrate.Options{
 			Cache: e.cache, Registry: e.registry("anonymous", nil).reg, Limits: e.limits,
 			RenderSlots: make(chan struct{}, concurrent), Parallel: concurrent,
-			Log: log, ImagesVerified: &imagesig.Verified{},
+			Log: log, ImagesVerified: &imagesig.Verified{}, Provenance: hydrate.NewProvenanceCache(),
 		},
 		slots:  make(chan struct{}, concurrent),
 		window: 100 * time.Millisecond,

@@ -71,6 +71,10 @@ type Options struct {
 	// StateDir keeps what speeds up the next run (decoded provenance
 	// records); empty keeps nothing.
 	StateDir string
+	// Provenance, if set, is the cache of decoded provenance records the
+	// run uses instead of one of StateDir: one shared by a controller's
+	// runs (NewProvenanceCache).
+	Provenance *ProvenanceCache
 	// Progress, if set, is called once per sync as soon as its result is
 	// known, from any goroutine but never concurrently.
 	Progress func(Result)
@@ -152,6 +156,13 @@ func (o *Options) registry(ms config.ManifestSync) *registry.Client {
 		}
 	}
 	return o.Registry
+}
+
+func (o *Options) provenanceCache() *ProvenanceCache {
+	if o.Provenance != nil {
+		return o.Provenance
+	}
+	return loadProvenanceCache(o.StateDir)
 }
 
 // Outcome is what became of one sync.
@@ -262,7 +273,7 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 	start := time.Now()
 
 	r := &runner{o: o, results: make([]Result, len(syncs)), branches: map[string]*destination.Branch{},
-		provenance: loadProvenanceCache(o.StateDir), egress: o.Egress.Allowing(o.Cache.TrustedHosts()...)}
+		provenance: o.provenanceCache(), egress: o.Egress.Allowing(o.Cache.TrustedHosts()...)}
 	defer r.provenance.save()
 	plans := make([]*plan, len(syncs))
 	// Checking a sync is mostly waiting (on git and registries); rendering
@@ -318,7 +329,7 @@ type runner struct {
 	mu         sync.Mutex
 	results    []Result
 	branches   map[string]*destination.Branch
-	provenance *provenanceCache
+	provenance *ProvenanceCache
 	renders    chan struct{}
 	// egress is where what sources name may be read from.
 	egress *egress.Policy
