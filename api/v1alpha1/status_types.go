@@ -36,6 +36,19 @@ const (
 // does.
 const ReconcileRequestAnnotation = "reconcile.sluice.dev/requestedAt"
 
+// ReconcileRequestForAnnotation, set with a reconcile request, says what
+// the request is about: "source" (a git push: the source is fetched
+// again, tags are looked up as their interval says) or "images" (a
+// registry push: the tags are looked up again). Without it a request is
+// about both.
+const ReconcileRequestForAnnotation = "reconcile.sluice.dev/requestedFor"
+
+// What a reconcile request is about (ReconcileRequestForAnnotation).
+const (
+	RequestForSource = "source"
+	RequestForImages = "images"
+)
+
 // ReconcileStatus is what every resource's status has: the generation
 // reconciled, its conditions, and the reconcile request handled last.
 type ReconcileStatus struct {

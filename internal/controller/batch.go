@@ -28,8 +28,11 @@ type job struct {
 	verifier *signing.Verifier
 	// imageKeys are the keys its image rules' verify trust, by Secret.
 	imagePolicies map[string]*imagesig.Policy
-	// notBefore, when set, asks for what the remotes hold since then.
-	notBefore time.Time
+	// notBefore, when set, asks for what the remotes hold since then:
+	// the source and the tags, or only the source (requestFor
+	// v1alpha1.RequestForSource: a git push) or the tags (RequestForImages).
+	notBefore  time.Time
+	requestFor string
 	done      chan batchResult
 }
 
@@ -159,9 +162,13 @@ func (b *batcher) hydrate(jobs []*job) {
 	}
 	o.ChartsFor = func(ms config.ManifestSync) *render.Charts { return by[ms.ManifestSync].reg.charts }
 	o.SyncContext = func(ctx context.Context, ms config.ManifestSync) context.Context {
-		if t := by[ms.ManifestSync].notBefore; !t.IsZero() {
-			ctx = source.ContextWithNotBefore(ctx, t)
-			ctx = registry.ContextWithNotBefore(ctx, t)
+		if j := by[ms.ManifestSync]; !j.notBefore.IsZero() {
+			if j.requestFor != v1alpha1.RequestForImages {
+				ctx = source.ContextWithNotBefore(ctx, j.notBefore)
+			}
+			if j.requestFor != v1alpha1.RequestForSource {
+				ctx = registry.ContextWithNotBefore(ctx, j.notBefore)
+			}
 		}
 		return ctx
 	}

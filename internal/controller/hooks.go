@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -300,7 +301,7 @@ func (h *hooks) gitPush(ctx context.Context, ns string, hdr http.Header, body []
 			}
 		}
 	}
-	return h.trigger(ctx, targets, at)
+	return h.trigger(ctx, targets, at, v1alpha1.RequestForSource)
 }
 
 // registryPush triggers the syncs following the pushed tags.
@@ -345,14 +346,21 @@ func (h *hooks) registryPush(ctx context.Context, ns string, body []byte, at tim
 			targets = append(targets, &syncs.Items[i])
 		}
 	}
-	return h.trigger(ctx, targets, at)
+	return h.trigger(ctx, targets, at, v1alpha1.RequestForImages)
 }
 
 // trigger sets the reconcile request annotation of each target (once per
-// object), several at a time.
-func (h *hooks) trigger(ctx context.Context, targets []client.Object, at time.Time) (hookReply, error) {
-	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`,
-		v1alpha1.ReconcileRequestAnnotation, at.UTC().Format(time.RFC3339Nano)))
+// object), several at a time, saying what it is for; a target with a
+// request of another kind still pending gets one for everything.
+func (h *hooks) trigger(ctx context.Context, targets []client.Object, at time.Time, what string) (hookReply, error) {
+	patchFor := func(what string) client.Patch {
+		v := "null"
+		if what != "" {
+			v = strconv.Quote(what)
+		}
+		return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q,%q:%s}}}`,
+			v1alpha1.ReconcileRequestAnnotation, at.UTC().Format(time.RFC3339Nano), v1alpha1.ReconcileRequestForAnnotation, v))
+	}
 	seen := map[string]bool{}
 	var reply hookReply
 	var mu sync.Mutex
@@ -370,6 +378,11 @@ func (h *hooks) trigger(ctx context.Context, targets []client.Object, at time.Ti
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			patch := patchFor(what)
+			if a := t.GetAnnotations(); a[v1alpha1.ReconcileRequestAnnotation] != "" && a[v1alpha1.ReconcileRequestForAnnotation] != what &&
+				a[v1alpha1.ReconcileRequestAnnotation] != lastHandled(t) {
+				patch = patchFor("") // another request not yet handled: both
+			}
 			err := h.client.Patch(ctx, t, patch)
 			mu.Lock()
 			defer mu.Unlock()
@@ -383,6 +396,19 @@ func (h *hooks) trigger(ctx context.Context, targets []client.Object, at time.Ti
 	}
 	wg.Wait()
 	return reply, errors.Join(errs...)
+}
+
+// lastHandled is the reconcile request a resource handled last.
+func lastHandled(o client.Object) string {
+	switch o := o.(type) {
+	case *v1alpha1.ManifestSync:
+		return o.Status.LastHandledReconcileAt
+	case *v1alpha1.Image:
+		return o.Status.LastHandledReconcileAt
+	case *v1alpha1.RepoConfig:
+		return o.Status.LastHandledReconcileAt
+	}
+	return ""
 }
 
 // badRequest is a payload the receiver cannot read.

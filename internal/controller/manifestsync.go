@@ -102,7 +102,7 @@ func (r *ManifestSyncReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	j := &job{ms: ms}
 	asked, ok := requestedAt(obj, &obj.Status.ReconcileStatus, r.now())
-	j.notBefore = r.attempts.since(req.NamespacedName, asked, ok)
+	j.notBefore, j.requestFor = r.attempts.sinceFor(req.NamespacedName, asked, ok, requestedFor(obj))
 	res, err := r.credentials(ctx, obj, j)
 	if err == nil {
 		res, err = r.batch.submit(ctx, j)

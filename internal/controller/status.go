@@ -106,22 +106,50 @@ func backoff(n int, interval time.Duration) time.Duration {
 type attempts struct {
 	mu       sync.Mutex
 	failures map[types.NamespacedName]int
-	fresh    map[types.NamespacedName]time.Time
+	fresh    map[types.NamespacedName]request
+}
+
+// request is a reconcile request: when, and what for ("" for
+// everything, else v1alpha1.RequestForSource or RequestForImages).
+type request struct {
+	at   time.Time
+	what string
 }
 
 func newAttempts() *attempts {
-	return &attempts{failures: map[types.NamespacedName]int{}, fresh: map[types.NamespacedName]time.Time{}}
+	return &attempts{failures: map[types.NamespacedName]int{}, fresh: map[types.NamespacedName]request{}}
 }
 
 // since is the moment a reconcile must read the remotes since: a new
 // request's (asked), or the last one not yet satisfied; zero for none.
 func (a *attempts) since(key types.NamespacedName, t time.Time, asked bool) time.Time {
+	at, _ := a.sinceFor(key, t, asked, "")
+	return at
+}
+
+// sinceFor is since, with what the request is for; a new request while
+// one of another kind is not yet satisfied is for both.
+func (a *attempts) sinceFor(key types.NamespacedName, t time.Time, asked bool, what string) (time.Time, string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if asked {
-		a.fresh[key] = t
+		if prev, ok := a.fresh[key]; ok && prev.what != what {
+			what = ""
+		}
+		a.fresh[key] = request{t, what}
 	}
-	return a.fresh[key]
+	r := a.fresh[key]
+	return r.at, r.what
+}
+
+// requestedFor is what a resource's reconcile request is for
+// (v1alpha1.ReconcileRequestForAnnotation); "" for everything.
+func requestedFor(obj metav1.Object) string {
+	switch v := obj.GetAnnotations()[v1alpha1.ReconcileRequestForAnnotation]; v {
+	case v1alpha1.RequestForSource, v1alpha1.RequestForImages:
+		return v
+	}
+	return ""
 }
 
 // record notes a reconcile's outcome and returns the failures in a row.
