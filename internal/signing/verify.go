@@ -3,6 +3,7 @@ package signing
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
@@ -10,8 +11,11 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"golang.org/x/crypto/ssh"
@@ -28,6 +32,12 @@ type Verifier struct {
 type allowedSigner struct {
 	principals string
 	key        ssh.PublicKey
+	// The line's options, as ssh-keygen -Y verify (git's verifier)
+	// reads them: the namespaces the key may sign for (patterns), and
+	// the time its signatures must be made in (the commit's or tag's).
+	namespaces              []string
+	validAfter, validBefore time.Time
+	certAuthority           bool
 }
 
 // ParseVerifier reads trusted keys, each value armored OpenPGP public
@@ -80,11 +90,119 @@ func parseAllowedSigner(line string) (allowedSigner, error) {
 	fields := strings.Fields(rest)
 	// Options (namespaces="git", valid-after=...) come before the key.
 	for i := range fields {
-		if key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(strings.Join(fields[i:], " "))); err == nil {
-			return allowedSigner{principals: principals, key: key}, nil
+		// The parser of authorized_keys lines reads the options too.
+		if key, _, opts, _, err := ssh.ParseAuthorizedKey([]byte(strings.Join(fields[i:], " "))); err == nil {
+			s := allowedSigner{principals: principals, key: key}
+			if err := s.options(strings.Join(append(slices.Clone(fields[:i]), opts...), ",")); err != nil {
+				return allowedSigner{}, err
+			}
+			return s, nil
 		}
 	}
 	return allowedSigner{}, errors.New("not an allowed signer (PRINCIPALS [OPTIONS] KEYTYPE KEY) or an SSH public key")
+}
+
+// options reads an allowed signer's options: comma-separated, values in
+// double quotes where they hold commas (ssh-keygen(1), ALLOWED SIGNERS).
+func (s *allowedSigner) options(opts string) error {
+	for opts != "" {
+		var opt string
+		inQuote := false
+		i := 0
+		for ; i < len(opts); i++ {
+			if opts[i] == '"' {
+				inQuote = !inQuote
+			} else if opts[i] == ',' && !inQuote {
+				break
+			}
+		}
+		if inQuote {
+			return fmt.Errorf("option %q: a quote is not closed", opts)
+		}
+		opt, opts = opts[:i], strings.TrimPrefix(opts[i:], ",")
+		name, value, _ := strings.Cut(opt, "=")
+		value = strings.Trim(value, `"`)
+		var err error
+		switch strings.ToLower(name) {
+		case "cert-authority":
+			s.certAuthority = true
+		case "namespaces":
+			s.namespaces = strings.Split(value, ",")
+		case "valid-after":
+			s.validAfter, err = sshTime(value)
+		case "valid-before":
+			s.validBefore, err = sshTime(value)
+		default:
+			return fmt.Errorf("option %q is not one git's verifier knows (cert-authority, namespaces, valid-after, valid-before)", name)
+		}
+		if err != nil {
+			return fmt.Errorf("option %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// sshTime reads ssh-keygen's times: YYYYMMDD, YYYYMMDDHHMM or
+// YYYYMMDDHHMMSS, in UTC with a trailing Z, else in local time.
+func sshTime(v string) (time.Time, error) {
+	loc := time.Local
+	if strings.HasSuffix(v, "Z") {
+		v, loc = strings.TrimSuffix(v, "Z"), time.UTC
+	}
+	for _, layout := range []string{"20060102", "200601021504", "20060102150405"} {
+		if len(v) == len(layout) {
+			if t, err := time.ParseInLocation(layout, v, loc); err == nil {
+				return t, nil
+			}
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time as YYYYMMDD[HHMM[SS]][Z]", v)
+}
+
+// signedAt is when a commit or tag says it was made: its committer's
+// or tagger's time, which git has the SSH verifier check a key's
+// validity at.
+func signedAt(payload []byte) (time.Time, bool) {
+	for _, line := range strings.Split(string(payload), "\n") {
+		if line == "" {
+			break // the headers end
+		}
+		for _, h := range []string{"committer ", "tagger "} {
+			if rest, ok := strings.CutPrefix(line, h); ok {
+				f := strings.Fields(rest[strings.LastIndexByte(rest, '>')+1:])
+				if len(f) >= 1 {
+					if secs, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+						return time.Unix(secs, 0), true
+					}
+				}
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// allows checks a signature of namespace made at t against the signer's
+// options, as ssh-keygen -Y verify does.
+func (s *allowedSigner) allows(namespace string, t time.Time, known bool) error {
+	who := ssh.FingerprintSHA256(s.key)
+	if s.certAuthority {
+		return fmt.Errorf("SSH key %s is trusted as a cert-authority: it signs certificates, and only signatures by certificates it signed are accepted, which Sluice does not check", who)
+	}
+	if len(s.namespaces) > 0 && !slices.ContainsFunc(s.namespaces, func(p string) bool { ok, _ := path.Match(p, namespace); return ok }) {
+		return fmt.Errorf("SSH key %s may sign for %s only (its namespaces option), not %s", who, strings.Join(s.namespaces, ","), namespace)
+	}
+	if !s.validAfter.IsZero() || !s.validBefore.IsZero() {
+		if !known {
+			return fmt.Errorf("SSH key %s is valid for a time only, and the signed object says no time", who)
+		}
+		if !s.validAfter.IsZero() && t.Before(s.validAfter) {
+			return fmt.Errorf("it was made %s, before SSH key %s became valid (%s)", t.UTC().Format(time.RFC3339), who, s.validAfter.UTC().Format(time.RFC3339))
+		}
+		if !s.validBefore.IsZero() && t.After(s.validBefore) {
+			return fmt.Errorf("it was made %s, after SSH key %s stopped being valid (%s)", t.UTC().Format(time.RFC3339), who, s.validBefore.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
 }
 
 // Verify checks signature over payload and returns who signed: the
@@ -136,12 +254,24 @@ func (v *Verifier) verifySSH(payload []byte, signature string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("its SSH signature's key: %w", err)
 	}
+	// Any line listing the key may allow the signature, as for
+	// ssh-keygen -Y verify.
 	var trusted *allowedSigner
+	var refused error
+	at, known := signedAt(payload)
 	for i := range v.ssh {
-		if bytes.Equal(v.ssh[i].key.Marshal(), pub.Marshal()) {
-			trusted = &v.ssh[i]
-			break
+		if !bytes.Equal(v.ssh[i].key.Marshal(), pub.Marshal()) {
+			continue
 		}
+		if err := v.ssh[i].allows(sig.Namespace, at, known); err != nil {
+			refused = cmp.Or(refused, err)
+			continue
+		}
+		trusted = &v.ssh[i]
+		break
+	}
+	if trusted == nil && refused != nil {
+		return "", refused
 	}
 	if trusted == nil {
 		return "", fmt.Errorf("it is signed by SSH key %s, which is not a trusted key", ssh.FingerprintSHA256(pub))

@@ -20,7 +20,14 @@ import (
 // the settings given, and returns what a check reads of it.
 func gitSigned(t *testing.T, env []string, config ...string) (payload []byte, signature string) {
 	t.Helper()
-	dir := t.TempDir()
+	payload, signature, _ = gitSignedIn(t, env, config...)
+	return payload, signature
+}
+
+// gitSignedIn is gitSigned, saying the repository too.
+func gitSignedIn(t *testing.T, env []string, config ...string) (payload []byte, signature, dir string) {
+	t.Helper()
+	dir = t.TempDir()
 	run := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command("git", args...)
@@ -54,7 +61,7 @@ func gitSigned(t *testing.T, env []string, config ...string) (payload []byte, si
 	}
 	r, _ := obj.Reader()
 	payload, _ = io.ReadAll(r)
-	return payload, c.PGPSignature
+	return payload, c.PGPSignature, dir
 }
 
 func TestCommitsSignedByGitWithAnSSHKeyVerify(t *testing.T) {
@@ -123,4 +130,100 @@ func TestAVerifierNeedsAKey(t *testing.T) {
 	if _, err := ParseVerifier(map[string][]byte{"x": []byte("dev@example.com not-a-key\n")}); err == nil || !strings.Contains(err.Error(), "x line 1") {
 		t.Errorf("a bad line: %v", err)
 	}
+}
+
+// An allowed signer's options are held to git's own check: for each
+// line, `git verify-commit` (ssh-keygen -Y verify, at the commit's time)
+// and Sluice accept or refuse the same commit, signed by git at
+// 2026-06-01 12:00 UTC.
+func TestAllowedSignersOptionsAsGitVerifyCommitReadsThem(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, _ := ssh.MarshalPrivateKey(priv, "")
+	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
+	os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600)
+	pub, _ := ssh.NewPublicKey(priv.Public())
+	key := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+	env := []string{"GIT_COMMITTER_DATE=2026-06-01T12:00:00Z", "GIT_AUTHOR_DATE=2026-06-01T12:00:00Z", "TZ=UTC"}
+	payload, sig, dir := gitSignedIn(t, env, "gpg.format=ssh", "user.signingkey="+keyFile)
+	for _, tc := range []struct {
+		name, lines string
+		ok          bool
+	}{
+		{"no options", "dev@example.com " + key, true},
+		{"namespaces git", `dev@example.com namespaces="git" ` + key, true},
+		{"namespaces file only", `dev@example.com namespaces="file" ` + key, false},
+		{"namespaces patterns", `dev@example.com namespaces="fi*,g?t" ` + key, true},
+		{"valid after the commit", `dev@example.com valid-after="20260602" ` + key, false},
+		{"valid before the commit", `dev@example.com valid-before="20260531" ` + key, false},
+		{"valid around the commit", `dev@example.com valid-after="20260101",valid-before="20261231" ` + key, true},
+		{"valid until an hour before, UTC", `dev@example.com valid-before="202606011100Z" ` + key, false},
+		{"valid from an hour before, UTC", `dev@example.com valid-after="202606011100Z" ` + key, true},
+		{"a cert-authority", `dev@example.com cert-authority ` + key, false},
+		{"a refusing line and an allowing one", `dev@example.com namespaces="file" ` + key + "\n" + `dev@example.com namespaces="git" ` + key, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "allowed_signers")
+			os.WriteFile(file, []byte(tc.lines+"\n"), 0o644)
+			cmd := exec.Command("git", "-c", "gpg.ssh.allowedSignersFile="+file, "verify-commit", "HEAD")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), append(env, "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)...)
+			out, gitErr := cmd.CombinedOutput()
+			if (gitErr == nil) != tc.ok {
+				t.Fatalf("git verify-commit: %v, want ok %v\n%s", gitErr, tc.ok, out)
+			}
+			v, err := ParseVerifier(map[string][]byte{"allowed_signers": []byte(tc.lines)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			who, err := v.Verify(payload, sig)
+			if (err == nil) != tc.ok {
+				t.Errorf("Sluice: %q, %v; git: %v\n%s", who, err, gitErr, out)
+			}
+			t.Logf("git: %s; Sluice: %v", strings.TrimSpace(string(out)), err)
+		})
+	}
+}
+
+// A signature for another namespace than git's (a file signature of the
+// same content, `ssh-keygen -Y sign -n file`) is refused, by ssh-keygen
+// verifying as git does and by Sluice.
+func TestAnSSHSignatureForAnotherNamespaceIsRefused(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, _ := ssh.MarshalPrivateKey(priv, "")
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "id_ed25519")
+	os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600)
+	pub, _ := ssh.NewPublicKey(priv.Public())
+	payload := []byte("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor Dev <dev@example.com> 1780315200 +0000\ncommitter Dev <dev@example.com> 1780315200 +0000\n\nsigned\n")
+	cmd := exec.Command("ssh-keygen", "-Y", "sign", "-n", "file", "-f", keyFile)
+	cmd.Stdin = strings.NewReader(string(payload))
+	sig, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ssh-keygen -Y sign: %v", err)
+	}
+	allowed := filepath.Join(dir, "allowed_signers")
+	os.WriteFile(allowed, []byte("dev@example.com "+strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))+"\n"), 0o644)
+	sigFile := filepath.Join(dir, "sig")
+	os.WriteFile(sigFile, sig, 0o644)
+	verify := exec.Command("ssh-keygen", "-Y", "verify", "-n", "git", "-f", allowed, "-I", "dev@example.com", "-s", sigFile)
+	verify.Stdin = strings.NewReader(string(payload))
+	if out, err := verify.CombinedOutput(); err == nil {
+		t.Fatalf("ssh-keygen -Y verify -n git accepted a file signature:\n%s", out)
+	}
+	v, err := ParseVerifier(map[string][]byte{"allowed_signers": mustRead(t, allowed)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(payload, string(sig)); err == nil || !strings.Contains(err.Error(), `"file", not git`) {
+		t.Errorf("Sluice: %v, want a refusal naming the namespace", err)
+	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
