@@ -33,7 +33,7 @@ type job struct {
 	// v1alpha1.RequestForSource: a git push) or the tags (RequestForImages).
 	notBefore  time.Time
 	requestFor string
-	done      chan batchResult
+	done       chan batchResult
 }
 
 type batchResult struct {
