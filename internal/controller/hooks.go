@@ -42,7 +42,13 @@ const (
 )
 
 type hooks struct {
-	client  client.Client // the manager's: a cached reader with the indexes
+	client client.Client // the manager's: a cached reader with the indexes
+	// direct, if set, queues the syncs' reconciles in this process, with
+	// the request, and reports whether it did (it does where this
+	// replica leads): no API write per sync then, none for its status
+	// unless its reconcile changes something. Elsewhere the request
+	// annotation reaches the leader.
+	direct  func(syncs []*v1alpha1.ManifestSync, at time.Time, what string) bool
 	secrets *credentials.Secrets
 	log     *slog.Logger
 	now     func() time.Time
@@ -363,6 +369,28 @@ func (h *hooks) trigger(ctx context.Context, targets []client.Object, at time.Ti
 	}
 	seen := map[string]bool{}
 	var reply hookReply
+	if h.direct != nil {
+		var syncs []*v1alpha1.ManifestSync
+		var rest []client.Object
+		for _, t := range targets {
+			if ms, ok := t.(*v1alpha1.ManifestSync); ok {
+				if id := "ManifestSync/" + ms.Name; !seen[id] {
+					seen[id] = true
+					syncs = append(syncs, ms)
+				}
+				continue
+			}
+			rest = append(rest, t)
+		}
+		if h.direct(syncs, at, what) {
+			for _, ms := range syncs {
+				reply.Triggered = append(reply.Triggered, "ManifestSync/"+ms.Name)
+			}
+			targets = rest
+		} else {
+			clear(seen)
+		}
+	}
 	var mu sync.Mutex
 	var errs []error
 	sem := make(chan struct{}, 16)

@@ -24,12 +24,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/credentials"
@@ -255,8 +259,23 @@ func Run(ctx context.Context, o Options) error {
 			o.Log.Warn("render workers are not confined: a render can read any file this user can and open network connections; only their limits and empty environment hold", "why", why)
 		}
 	}
+	// Webhooks received by the leader queue their syncs' reconciles here.
+	var msr *ManifestSyncReconciler
+	requests := make(chan event.GenericEvent, 1024)
+	direct := func(syncs []*v1alpha1.ManifestSync, at time.Time, what string) bool {
+		select {
+		case <-mgr.Elected():
+		default:
+			return false
+		}
+		for _, ms := range syncs {
+			msr.attempts.ask(client.ObjectKeyFromObject(ms), at, what)
+			requests <- event.GenericEvent{Object: ms}
+		}
+		return true
+	}
 	if l, ok := listeners["hook"]; ok {
-		h := &hooks{client: mgr.GetClient(), secrets: sec, log: o.Log, now: o.Now}
+		h := &hooks{client: mgr.GetClient(), direct: direct, secrets: sec, log: o.Log, now: o.Now}
 		mux := http.NewServeMux()
 		mux.Handle(hookPrefix, h)
 		if err := mgr.Add(&httpServer{name: "webhooks", l: l, h: mux}); err != nil {
@@ -286,7 +305,7 @@ func Run(ctx context.Context, o Options) error {
 	// A status write is no reason to reconcile; a new generation, a
 	// reconcile request and a deletion are.
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
-	msr := &ManifestSyncReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, batch: batch, events: rec,
+	msr = &ManifestSyncReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, batch: batch, events: rec,
 		log: o.Log, allowLocal: o.AllowLocalRepos, now: o.Now, attempts: newAttempts()}
 	// A reconcile waits on its branch's batch: the batches (--concurrent
 	// at once), not the reconciles, bound the work, and the reconciles
@@ -294,6 +313,7 @@ func Run(ctx context.Context, o Options) error {
 	// branches made batches of 6 syncs from 10,000 due, each paying a
 	// commit and a push; a waiting reconcile costs a goroutine.
 	if err := ctrl.NewControllerManagedBy(mgr).Named("manifestsync").For(&v1alpha1.ManifestSync{}, changed).
+		WatchesRawSource(source.Channel(requests, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxWaitingSyncs}).Complete(msr); err != nil {
 		return err
 	}

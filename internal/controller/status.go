@@ -107,6 +107,10 @@ type attempts struct {
 	mu       sync.Mutex
 	failures map[types.NamespacedName]int
 	fresh    map[types.NamespacedName]request
+	// pending are the requests asked in this process (ask) that no
+	// reconcile has taken yet: a reconcile that started before one came
+	// does not satisfy it.
+	pending map[types.NamespacedName]bool
 }
 
 // request is a reconcile request: when, and what for ("" for
@@ -117,7 +121,19 @@ type request struct {
 }
 
 func newAttempts() *attempts {
-	return &attempts{failures: map[types.NamespacedName]int{}, fresh: map[types.NamespacedName]request{}}
+	return &attempts{failures: map[types.NamespacedName]int{}, fresh: map[types.NamespacedName]request{}, pending: map[types.NamespacedName]bool{}}
+}
+
+// ask records a reconcile request made in this process (a webhook
+// received by the leader), for the reconcile it queues.
+func (a *attempts) ask(key types.NamespacedName, at time.Time, what string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if prev, ok := a.fresh[key]; ok && prev.what != what {
+		what = ""
+	}
+	a.fresh[key] = request{at, what}
+	a.pending[key] = true
 }
 
 // since is the moment a reconcile must read the remotes since: a new
@@ -138,6 +154,7 @@ func (a *attempts) sinceFor(key types.NamespacedName, t time.Time, asked bool, w
 		}
 		a.fresh[key] = request{t, what}
 	}
+	delete(a.pending, key) // this reconcile takes it
 	r := a.fresh[key]
 	return r.at, r.what
 }
@@ -158,7 +175,9 @@ func (a *attempts) record(key types.NamespacedName, failed bool) int {
 	defer a.mu.Unlock()
 	if !failed {
 		delete(a.failures, key)
-		delete(a.fresh, key)
+		if !a.pending[key] {
+			delete(a.fresh, key)
+		}
 		return 0
 	}
 	a.failures[key]++
