@@ -245,6 +245,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	eng := newEngines(o.CacheDir, o.RegistryRPS, o.Insecure, o.Limits, policy)
+	eng.limiter.OnWait(newRateWarning(o.RegistryRPS, o.Log).wait)
 	sec := credentials.NewSecrets(mgr.GetAPIReader())
 	rec := mgr.GetEventRecorder("sluice-controller")
 	batch := newBatcher(egress.WithPolicy(ctx, policy), eng, o.Concurrent, o.Log)

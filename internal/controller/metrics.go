@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,6 +22,10 @@ var (
 		Name: "sluice_git_requests_total",
 		Help: "Requests to git remotes by operation: ls-remote (a ref advertisement), fetch, push.",
 	}, []string{"op"})
+	registryRateWait = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_registry_rate_wait_seconds_total",
+		Help: "Time registry requests waited for --registry-rps, by host: growing by about a second every second, look-ups are queuing.",
+	}, []string{"host"})
 	registryRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_registry_requests_total",
 		Help: "Requests to registries by host and HTTP status (0: no answer).",
@@ -78,11 +85,47 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(gitOps, registryRequests, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests,
+	metrics.Registry.MustRegister(gitOps, registryRequests, registryRateWait, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests,
 		workerCPU, workerPeak, workerRenders, workersKilled, workersConfined)
 }
 
 func observeGit(op string) { gitOps.WithLabelValues(op).Inc() }
+
+// rateWarning says, in the log, when look-ups queue behind a registry's
+// rate: an estate whose tags, looked up once an interval, need more
+// requests a second than --registry-rps allows falls behind without
+// failing. Once per host per quarter of an hour at most.
+type rateWarning struct {
+	rps float64
+	log *slog.Logger
+
+	mu     sync.Mutex
+	since  time.Time
+	waited map[string]time.Duration
+	warned map[string]time.Time
+}
+
+func newRateWarning(rps float64, log *slog.Logger) *rateWarning {
+	return &rateWarning{rps: rps, log: log, since: time.Now(), waited: map[string]time.Duration{}, warned: map[string]time.Time{}}
+}
+
+// wait records a request's wait for the rate of host.
+func (w *rateWarning) wait(host string, d time.Duration) {
+	registryRateWait.WithLabelValues(host).Add(d.Seconds())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if now.Sub(w.since) > time.Minute {
+		clear(w.waited)
+		w.since = now
+	}
+	w.waited[host] += d
+	if w.waited[host] > 30*time.Second && now.Sub(w.warned[host]) > 15*time.Minute {
+		w.warned[host] = now
+		w.log.Warn("registry look-ups are queuing behind --registry-rps: the tags this controller looks up each interval need more requests a second than it allows, so pins and moved tags are seen late; raise --registry-rps if the registry allows it",
+			"host", host, "registryRPS", w.rps, "waitedInTheLastMinute", w.waited[host].Round(time.Second).String())
+	}
+}
 
 func observeRegistry(host string, status int) {
 	registryRequests.WithLabelValues(host, strconv.Itoa(status)).Inc()

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +65,26 @@ func TestAttemptsKeepARequestUntilItSucceeds(t *testing.T) {
 	}
 	if a.record(k, false) != 0 || !a.since(k, time.Time{}, false).IsZero() {
 		t.Error("a success did not clear the request and the failures")
+	}
+}
+
+// Look-ups queuing behind --registry-rps are said in the log, once per
+// host a quarter of an hour, when they waited more than half of the last
+// minute.
+func TestLookUpsQueuingBehindTheRegistryRateAreSaid(t *testing.T) {
+	var b strings.Builder
+	w := newRateWarning(20, slog.New(slog.NewTextHandler(&b, nil)))
+	for range 25 {
+		w.wait("registry.example", time.Second)
+	}
+	w.wait("other.example", time.Second)
+	if n := strings.Count(b.String(), "queuing behind --registry-rps"); n != 0 {
+		t.Fatalf("warned after 25 s of waiting: %s", b.String())
+	}
+	for range 10 {
+		w.wait("registry.example", time.Second)
+	}
+	if n := strings.Count(b.String(), "queuing behind --registry-rps"); n != 1 || !strings.Contains(b.String(), "host=registry.example") || strings.Contains(b.String(), "other.example") {
+		t.Errorf("want one warning for registry.example:\n%s", b.String())
 	}
 }

@@ -17,6 +17,7 @@ import (
 type Limiter struct {
 	rps     float64
 	observe func(host string, status int)
+	onWait  func(host string, waited time.Duration)
 
 	mu    sync.Mutex
 	hosts map[string]*hostLimit
@@ -27,6 +28,14 @@ type Limiter struct {
 // failure to connect).
 func NewLimiter(rps float64, observe func(host string, status int)) *Limiter {
 	return &Limiter{rps: rps, observe: observe, hosts: map[string]*hostLimit{}}
+}
+
+// OnWait calls f with how long each request waited for its host's rate
+// (a request that did not wait is not reported).
+func (l *Limiter) OnWait(f func(host string, waited time.Duration)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onWait = f
 }
 
 // limiter is a Client's transport through its Limiter.
@@ -68,8 +77,17 @@ func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+	start := time.Now()
 	if err := hl.rate.Wait(req.Context()); err != nil {
 		return nil, err
+	}
+	if waited := time.Since(start); waited > time.Millisecond {
+		l.mu.Lock()
+		f := l.onWait
+		l.mu.Unlock()
+		if f != nil {
+			f(req.URL.Host, waited)
+		}
 	}
 	resp, err := l.next.RoundTrip(req)
 	if l.observe != nil {

@@ -20,12 +20,19 @@ func TestRegistryLimitsAreKeptAndRetryAfterHonoured(t *testing.T) {
 	}
 	var seen sync.Map
 	var statuses atomic.Int64
-	c := New(WithLimiter(NewLimiter(5, func(host string, status int) {
+	l := NewLimiter(5, func(host string, status int) {
 		seen.Store(host, true)
 		if status == http.StatusTooManyRequests {
 			statuses.Add(1)
 		}
-	})))
+	})
+	var waited atomic.Int64
+	l.OnWait(func(host string, d time.Duration) {
+		if host == reg.Host {
+			waited.Add(int64(d))
+		}
+	})
+	c := New(WithLimiter(l))
 	// Ten look-ups at 5 per second, after a burst of 5, take a second at
 	// least.
 	start := time.Now()
@@ -39,6 +46,10 @@ func TestRegistryLimitsAreKeptAndRetryAfterHonoured(t *testing.T) {
 	}
 	if _, ok := seen.Load(reg.Host); !ok {
 		t.Error("the observer saw no request")
+	}
+	// What the requests past the burst waited for the rate is said.
+	if w := time.Duration(waited.Load()); w < 800*time.Millisecond {
+		t.Errorf("the requests past the burst waited %s in all, by OnWait", w)
 	}
 	// A 429 with Retry-After: 1 holds the retry (and everything else to
 	// that host) for a second; the look-up then succeeds.
