@@ -85,6 +85,14 @@ func TestKeylessSignatures(t *testing.T) {
 			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, BadSET: true})
 		},
 			workflow, "does not carry a valid signed entry timestamp", false},
+		{"the genuine log entry of another signature, replayed", func(d string) {
+			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, OtherEntry: true})
+		},
+			workflow, "records another", false},
+		{"a signature that does not verify with its certificate", func(d string) {
+			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, WrongKey: true})
+		},
+			workflow, "does not verify with its certificate", false},
 		{"a certificate never logged for transparency", func(d string) {
 			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, NoSCT: true})
 		},

@@ -144,6 +144,13 @@ type Keyless struct {
 	NoSCT        bool      // a certificate never logged
 	BadSET       bool      // the log's promise over another entry
 	IssuedAt     time.Time // when the certificate was issued and the entry logged; now when zero
+	// OtherEntry attaches the genuine, validly promised log entry of
+	// another signature (of another payload, key and certificate): a
+	// replay.
+	OtherEntry bool
+	// WrongKey signs with another key than the certificate's (the entry
+	// records what was sent: this signature and that certificate).
+	WrongKey bool
 }
 
 // Sign adds a keyless cosign signature of repo@digest (repo without
@@ -159,7 +166,11 @@ func (s *Sigstore) Sign(t TB, reg *Registry, repo, digest string, o Keyless) {
 	cert := s.issue(t, key, o, at)
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
 	h := sha256.Sum256(payload)
-	sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
+	signer := key
+	if o.WrongKey {
+		signer = ecKey(t)
+	}
+	sig, err := ecdsa.SignASN1(rand.Reader, signer, h[:])
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -171,6 +182,17 @@ func (s *Sigstore) Sign(t TB, reg *Registry, repo, digest string, o Keyless) {
 	}
 	if !o.NoBundle {
 		ann["dev.sigstore.cosign/bundle"] = s.logEntry(t, payload, sig, certPEM, at, o.BadSET)
+	}
+	if o.OtherEntry {
+		otherPayload := []byte(strings.Replace(string(payload), `"optional":null`, `"optional":{"another":"signature"}`, 1))
+		otherKey := ecKey(t)
+		otherCert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.issue(t, otherKey, o, at).Raw})
+		oh := sha256.Sum256(otherPayload)
+		otherSig, err := ecdsa.SignASN1(rand.Reader, otherKey, oh[:])
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		ann["dev.sigstore.cosign/bundle"] = s.logEntry(t, otherPayload, otherSig, otherCert, at, false)
 	}
 	appendSignature(t, reg, repo, digest, payload, ann)
 }
