@@ -301,6 +301,12 @@ func TestCosign3Bundles(t *testing.T) {
 		{"a log promise for another entry", func(d string) {
 			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, BadSET: true})
 		}, keyless, "valid signed entry timestamp", false},
+		{"the genuine log entry of another statement, replayed", func(d string) {
+			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, OtherEntry: true})
+		}, keyless, "records another", false},
+		{"a signature that does not verify with its certificate", func(d string) {
+			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, WrongKey: true})
+		}, keyless, "does not verify", false},
 		{"signed with a key, checked keylessly", func(d string) { testenv.CosignSignBundle(t, reg, "team/web", d, d, key) }, keyless, "without a certificate", false},
 		{"by another key", func(d string) { ss.SignBundle(t, reg, "team/web", d, ci) }, keyed, "a bundle by another key", false},
 		{"a statement of another digest", func(d string) {

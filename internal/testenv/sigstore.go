@@ -335,10 +335,20 @@ func (s *Sigstore) SignBundle(t TB, reg *Registry, repo, digest string, o Keyles
 	at := o.signing(digest)
 	key := ecKey(t)
 	cert := s.issue(t, key, o, at)
-	payload, sig := signStatement(t, key, o.SignedDigest)
+	signer := key
+	if o.WrongKey {
+		signer = ecKey(t)
+	}
+	payload, sig := signStatement(t, signer, o.SignedDigest)
 	material := map[string]any{"certificate": map[string][]byte{"rawBytes": cert.Raw}}
 	if !o.NoBundle {
 		material["tlogEntries"] = []any{s.dsseEntry(t, payload, sig, cert, at, o.BadSET)}
+	}
+	if o.OtherEntry {
+		// The genuine entry of another statement, by another key.
+		otherKey := ecKey(t)
+		otherPayload, otherSig := signStatement(t, otherKey, "sha256:"+strings.Repeat("0", 64))
+		material["tlogEntries"] = []any{s.dsseEntry(t, otherPayload, otherSig, s.issue(t, otherKey, o, at), at, false)}
 	}
 	pushBundle(t, reg, repo, digest, payload, sig, material)
 }
