@@ -65,12 +65,7 @@ func gitSignedIn(t *testing.T, env []string, config ...string) (payload []byte, 
 }
 
 func TestCommitsSignedByGitWithAnSSHKeyVerify(t *testing.T) {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	block, _ := ssh.MarshalPrivateKey(priv, "")
-	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
-	os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600)
-	pub, _ := ssh.NewPublicKey(priv.Public())
-	authorized := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+	keyFile, pub, authorized := sshKeyFile(t)
 	payload, sig := gitSigned(t, nil, "gpg.format=ssh", "user.signingkey="+keyFile)
 
 	v, err := ParseVerifier(map[string][]byte{"allowed_signers": []byte("# the team\ndev@example.com namespaces=\"git\" " + authorized + "\n")})
@@ -137,12 +132,7 @@ func TestAVerifierNeedsAKey(t *testing.T) {
 // and Sluice accept or refuse the same commit, signed by git at
 // 2026-06-01 12:00 UTC.
 func TestAllowedSignersOptionsAsGitVerifyCommitReadsThem(t *testing.T) {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	block, _ := ssh.MarshalPrivateKey(priv, "")
-	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
-	os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600)
-	pub, _ := ssh.NewPublicKey(priv.Public())
-	key := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+	keyFile, _, key := sshKeyFile(t)
 	env := []string{"GIT_COMMITTER_DATE=2026-06-01T12:00:00Z", "GIT_AUTHOR_DATE=2026-06-01T12:00:00Z", "TZ=UTC"}
 	payload, sig, dir := gitSignedIn(t, env, "gpg.format=ssh", "user.signingkey="+keyFile)
 	for _, tc := range []struct {
@@ -188,12 +178,8 @@ func TestAllowedSignersOptionsAsGitVerifyCommitReadsThem(t *testing.T) {
 // same content, `ssh-keygen -Y sign -n file`) is refused, by ssh-keygen
 // verifying as git does and by Sluice.
 func TestAnSSHSignatureForAnotherNamespaceIsRefused(t *testing.T) {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	block, _ := ssh.MarshalPrivateKey(priv, "")
+	keyFile, _, key := sshKeyFile(t)
 	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "id_ed25519")
-	os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600)
-	pub, _ := ssh.NewPublicKey(priv.Public())
 	payload := []byte("tree 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nauthor Dev <dev@example.com> 1780315200 +0000\ncommitter Dev <dev@example.com> 1780315200 +0000\n\nsigned\n")
 	cmd := exec.Command("ssh-keygen", "-Y", "sign", "-n", "file", "-f", keyFile)
 	cmd.Stdin = strings.NewReader(string(payload))
@@ -202,7 +188,7 @@ func TestAnSSHSignatureForAnotherNamespaceIsRefused(t *testing.T) {
 		t.Fatalf("ssh-keygen -Y sign: %v", err)
 	}
 	allowed := filepath.Join(dir, "allowed_signers")
-	os.WriteFile(allowed, []byte("dev@example.com "+strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))+"\n"), 0o644)
+	os.WriteFile(allowed, []byte("dev@example.com "+key+"\n"), 0o644)
 	sigFile := filepath.Join(dir, "sig")
 	os.WriteFile(sigFile, sig, 0o644)
 	verify := exec.Command("ssh-keygen", "-Y", "verify", "-n", "git", "-f", allowed, "-I", "dev@example.com", "-s", sigFile)
@@ -226,4 +212,22 @@ func mustRead(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// sshKeyFile writes a new ed25519 private key for git and ssh-keygen to
+// sign with, and returns its file, its public key and that as an
+// authorized_keys line.
+func sshKeyFile(t *testing.T) (file string, pub ssh.PublicKey, authorized string) {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file = filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub, _ = ssh.NewPublicKey(priv.Public())
+	return file, pub, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
 }
