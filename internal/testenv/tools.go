@@ -132,3 +132,10 @@ func versionedTool(t TB, name string) string {
 	}
 	return p
 }
+
+// CosignBinary returns the cosign CLI that `make tools` builds
+// (hack/cosign/build.sh, at the version of its VERSION file).
+func CosignBinary(t TB) string {
+	t.Helper()
+	return versionedTool(t, "cosign")
+}
