@@ -137,6 +137,12 @@ type Session struct {
 	// pauses is what the heartbeat checks still holds: the record's
 	// owners as last written.
 	pauses atomic.Pointer[[]Owner]
+	// changing counts the starts and ends of Applies, which pause and
+	// resume owners: a heartbeat checks pauses only between two, and
+	// reports nothing if one started while it read (it could see an
+	// owner resumed by the session itself before the session published
+	// that it no longer holds it).
+	changing atomic.Int64
 	// held is what the record had saved as last published: the objects
 	// the session holds, for the heartbeat (which must not wait for mu).
 	held         atomic.Pointer[[]cluster.Ref]
@@ -222,6 +228,10 @@ func (s *Session) heartbeat(ctx context.Context) {
 // first that does not is delivered by Reverted. It also says when git
 // moved for an owner (checkRevision), from the same read of it.
 func (s *Session) checkPauses(ctx context.Context) {
+	epoch := s.changing.Load()
+	if epoch%2 == 1 {
+		return // an Apply is pausing or resuming owners: the next heartbeat looks
+	}
 	owners := s.pauses.Load()
 	if owners == nil {
 		return
@@ -235,6 +245,9 @@ func (s *Session) checkPauses(ctx context.Context) {
 		why, err := held(ctx, s, o, u)
 		if err != nil || why == "" {
 			continue
+		}
+		if s.changing.Load() != epoch {
+			return // the session itself changed its owners meanwhile
 		}
 		s.revertedOnce.Do(func() { s.reverted <- why })
 		return
@@ -335,6 +348,10 @@ func (e *ConflictError) Error() string { return strings.Join(e.Msgs, "\n") }
 func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.ApplyOptions) (*cluster.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Owners paused and resumed meanwhile: no heartbeat's check made
+	// across it counts (changing is odd while an Apply runs).
+	s.changing.Add(1)
+	defer s.changing.Add(1)
 	objs, err := s.c.Resolve(objs, s.o.Namespace)
 	if err != nil {
 		return nil, err
