@@ -93,6 +93,12 @@ func TestKeylessSignatures(t *testing.T) {
 			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, WrongKey: true})
 		},
 			workflow, "does not verify with its certificate", false},
+		{"a certificate expired when the log recorded the signature", func(d string) {
+			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, IssuedAt: time.Now().Add(-2 * time.Hour), LoggedAt: time.Now()})
+		}, workflow, "certificate has expired", false},
+		{"an entry from a log the root does not list", func(d string) {
+			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, LogOf: otherStore})
+		}, workflow, "which the trusted root does not list", false},
 		{"a certificate never logged for transparency", func(d string) {
 			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, NoSCT: true})
 		},
@@ -307,6 +313,12 @@ func TestCosign3Bundles(t *testing.T) {
 		{"a signature that does not verify with its certificate", func(d string) {
 			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, WrongKey: true})
 		}, keyless, "does not verify", false},
+		{"a certificate expired when the log recorded the statement", func(d string) {
+			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, IssuedAt: time.Now().Add(-2 * time.Hour), LoggedAt: time.Now()})
+		}, keyless, "certificate has expired", false},
+		{"an entry from a log the root does not list", func(d string) {
+			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, LogOf: testenv.NewSigstore(t)})
+		}, keyless, "which the trusted root does not list", false},
 		{"signed with a key, checked keylessly", func(d string) { testenv.CosignSignBundle(t, reg, "team/web", d, d, key) }, keyless, "without a certificate", false},
 		{"by another key", func(d string) { ss.SignBundle(t, reg, "team/web", d, ci) }, keyed, "a bundle by another key", false},
 		{"a statement of another digest", func(d string) {

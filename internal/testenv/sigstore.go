@@ -151,6 +151,24 @@ type Keyless struct {
 	// WrongKey signs with another key than the certificate's (the entry
 	// records what was sent: this signature and that certificate).
 	WrongKey bool
+	// LoggedAt is when the log says it recorded the entry (IssuedAt when
+	// zero): outside the certificate's ten minutes, an expired
+	// certificate's signature.
+	LoggedAt time.Time
+	// LogOf has another instance's log record and promise the entry.
+	LogOf *Sigstore
+}
+
+// log is the instance whose log records o's entry, and when.
+func (s *Sigstore) log(o Keyless, at time.Time) (*Sigstore, time.Time) {
+	l := s
+	if o.LogOf != nil {
+		l = o.LogOf
+	}
+	if !o.LoggedAt.IsZero() {
+		at = o.LoggedAt.Truncate(time.Second)
+	}
+	return l, at
 }
 
 // Sign adds a keyless cosign signature of repo@digest (repo without
@@ -181,7 +199,8 @@ func (s *Sigstore) Sign(t TB, reg *Registry, repo, digest string, o Keyless) {
 			string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.root.Raw})),
 	}
 	if !o.NoBundle {
-		ann["dev.sigstore.cosign/bundle"] = s.logEntry(t, payload, sig, certPEM, at, o.BadSET)
+		l, loggedAt := s.log(o, at)
+		ann["dev.sigstore.cosign/bundle"] = l.logEntry(t, payload, sig, certPEM, loggedAt, o.BadSET)
 	}
 	if o.OtherEntry {
 		otherPayload := []byte(strings.Replace(string(payload), `"optional":null`, `"optional":{"another":"signature"}`, 1))
@@ -342,7 +361,8 @@ func (s *Sigstore) SignBundle(t TB, reg *Registry, repo, digest string, o Keyles
 	payload, sig := signStatement(t, signer, o.SignedDigest)
 	material := map[string]any{"certificate": map[string][]byte{"rawBytes": cert.Raw}}
 	if !o.NoBundle {
-		material["tlogEntries"] = []any{s.dsseEntry(t, payload, sig, cert, at, o.BadSET)}
+		l, loggedAt := s.log(o, at)
+		material["tlogEntries"] = []any{l.dsseEntry(t, payload, sig, cert, loggedAt, o.BadSET)}
 	}
 	if o.OtherEntry {
 		// The genuine entry of another statement, by another key.
