@@ -105,7 +105,7 @@ dashboard too, each person as themselves.`,
 	f.kube.addConnection(fl)
 	f.engine.addCache(fl)
 	fl.IntVar(&f.concurrent, "concurrent", 4, "renders (and batches, and Image builds) at once")
-	fl.Float64Var(&f.registryRPS, "registry-rps", 20, "requests per second to each registry host (a 429's Retry-After is always obeyed)")
+	fl.Float64Var(&f.registryRPS, "registry-rps", 20, "requests per second to each registry host (a 429's Retry-After is always obeyed); every tag the syncs follow is looked up once an interval, so 2,000 tags at a 1m interval need 34: the controller warns when look-ups queue")
 	fl.BoolVar(&f.allowBuilders, "allow-builders", false, "let Images run their external builders (spec.builder) inside the controller")
 	fl.BoolVar(&f.allowLocal, "allow-local-repos", false, "let resources name repositories on the controller's disk (absolute paths, file://): for trying it on your own machine only")
 	fl.StringVar(&f.selector, "watch-label-selector", "", "reconcile only the resources this label selector matches (a shard)")

@@ -36,6 +36,10 @@ type job struct {
 	done       chan batchResult
 }
 
+// pushMaxAge is how old a tag's look-up may be for a render a git push
+// asked for.
+const pushMaxAge = 24 * time.Hour
+
 type batchResult struct {
 	res hydrate.Result
 	err error // the batch could not run
@@ -168,6 +172,12 @@ func (b *batcher) hydrate(jobs []*job) {
 			}
 			if j.requestFor != v1alpha1.RequestForSource {
 				ctx = registry.ContextWithNotBefore(ctx, j.notBefore)
+			} else {
+				// A git push renders with the digests known, however
+				// old: its commit does not wait on look-ups queued
+				// behind the registry's rate; the tags are checked at
+				// the sync's next interval as ever.
+				ctx = registry.ContextWithMaxAge(ctx, pushMaxAge)
 			}
 		}
 		return ctx
