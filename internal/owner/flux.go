@@ -483,7 +483,7 @@ func (f *Flux) postBuild(ctx context.Context, dec *decryptor, objects []*yaml.RN
 		}
 		out = append(out, o)
 	}
-	if dec != nil && dec.decryptedSources > 0 {
+	if dec != nil && dec.sourcesDecrypted() {
 		// A Secret generated from decrypted files is masked as a
 		// decrypted one is (which generator made which is not known).
 		for _, o := range out {

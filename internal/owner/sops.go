@@ -65,6 +65,13 @@ import (
 // bounds it.
 const maxSOPSFile = 5 << 20
 
+// sourcesDecrypted reports whether the build read a decrypted source.
+func (d *decryptor) sourcesDecrypted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.decryptedSources > 0
+}
+
 // decryptor decrypts for one render. It reads the decryption Secret
 // when something first needs decrypting.
 type decryptor struct {
