@@ -36,10 +36,6 @@ type job struct {
 	done       chan batchResult
 }
 
-// pushMaxAge is how old a tag's look-up may be for a render a git push
-// asked for.
-const pushMaxAge = 24 * time.Hour
-
 type batchResult struct {
 	res hydrate.Result
 	err error // the batch could not run
@@ -166,19 +162,19 @@ func (b *batcher) hydrate(jobs []*job) {
 	}
 	o.ChartsFor = func(ms config.ManifestSync) *render.Charts { return by[ms.ManifestSync].reg.charts }
 	o.SyncContext = func(ctx context.Context, ms config.ManifestSync) context.Context {
-		if j := by[ms.ManifestSync]; !j.notBefore.IsZero() {
-			if j.requestFor != v1alpha1.RequestForImages {
-				ctx = source.ContextWithNotBefore(ctx, j.notBefore)
-			}
-			if j.requestFor != v1alpha1.RequestForSource {
-				ctx = registry.ContextWithNotBefore(ctx, j.notBefore)
-			} else {
-				// A git push renders with the digests known, however
-				// old: its commit does not wait on look-ups queued
-				// behind the registry's rate; the tags are checked at
-				// the sync's next interval as ever.
-				ctx = registry.ContextWithMaxAge(ctx, pushMaxAge)
-			}
+		j := by[ms.ManifestSync]
+		if !j.notBefore.IsZero() && j.requestFor != v1alpha1.RequestForImages {
+			ctx = source.ContextWithNotBefore(ctx, j.notBefore)
+		}
+		if !j.notBefore.IsZero() && j.requestFor != v1alpha1.RequestForSource {
+			ctx = registry.ContextWithNotBefore(ctx, j.notBefore)
+		} else {
+			// An interval's re-check, or a git push, renders with the
+			// digests known and looks a stale tag up behind the render:
+			// the batch (and the branch's commits) do not wait on
+			// look-ups queued behind the registry's rate, and a tag
+			// found moved asks for its syncs' reconciles (tagMoved).
+			ctx = registry.ContextWithRevalidate(ctx)
 		}
 		return ctx
 	}

@@ -28,6 +28,9 @@ type engines struct {
 
 	mu      sync.Mutex
 	clients map[string]*regClient
+	// moved is told of each tag a look-up in the background found moved
+	// (see registry.WithRevalidate); set once, before the first reconcile.
+	moved func(registry.Change)
 }
 
 // regClient is the registry client (and chart fetcher) of one identity:
@@ -68,7 +71,7 @@ func (e *engines) registry(identity string, kc authn.Keychain) *regClient {
 			kc = authn.NewMultiKeychain() // anonymous: never the controller's own docker config
 		}
 		opts := []registry.Option{registry.WithLimiter(e.limiter), registry.WithInsecure(e.insecure...), registry.WithKeychain(kc),
-			registry.WithTransport(e.egress.Guard(remote.DefaultTransport.(*http.Transport)))}
+			registry.WithTransport(e.egress.Guard(remote.DefaultTransport.(*http.Transport))), registry.WithRevalidate(e.tagMoved)}
 		reg := registry.New(opts...)
 		c = &regClient{reg: reg, charts: &render.Charts{Registry: reg, CacheDir: e.chartDir, HTTP: e.egress.Client()}, used: now}
 		e.clients[identity] = c
@@ -80,6 +83,15 @@ func (e *engines) registry(identity string, kc authn.Keychain) *regClient {
 	}
 	c.used = now
 	return c
+}
+
+func (e *engines) tagMoved(ch registry.Change) {
+	e.mu.Lock()
+	f := e.moved
+	e.mu.Unlock()
+	if f != nil {
+		f(ch)
+	}
 }
 
 // forget drops what every client remembers of a tag: a registry said it

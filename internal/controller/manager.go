@@ -275,6 +275,23 @@ func Run(ctx context.Context, o Options) error {
 		}
 		return true
 	}
+	// A tag a look-up in the background found moved asks for the
+	// reconciles of the syncs that follow it, as a registry's
+	// notification does.
+	eng.moved = func(ch registry.Change) {
+		key := imageKey(ch.Repository, ch.Tag)
+		var syncs v1alpha1.ManifestSyncList
+		if err := mgr.GetClient().List(ctx, &syncs, client.MatchingFields{indexImage: key}); err != nil {
+			o.Log.Warn("a moved tag's syncs could not be listed", "image", key, "err", err)
+			return
+		}
+		targets := make([]*v1alpha1.ManifestSync, len(syncs.Items))
+		for i := range syncs.Items {
+			targets[i] = &syncs.Items[i]
+		}
+		o.Log.Debug("tag moved", "image", key, "syncs", len(targets))
+		direct(targets, ch.At, v1alpha1.RequestForImages)
+	}
 	if l, ok := listeners["hook"]; ok {
 		h := &hooks{client: mgr.GetClient(), direct: direct, secrets: sec, log: o.Log, now: o.Now}
 		mux := http.NewServeMux()

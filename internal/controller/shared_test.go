@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,5 +71,67 @@ spec:
 	}
 	if len(seen) != len(want) {
 		t.Errorf("requests in %d intervals: %s", rounds, strings.Join(got, ", "))
+	}
+}
+
+// A registry slower than a sync's interval holds nothing up: an
+// interval's re-check renders a new source commit with the digest known
+// while the tag is looked up behind it, and the tag found moved then
+// pins in a reconcile of its own, as does every sync following it, due
+// or not (api's interval is an hour).
+func TestASlowRegistryDoesNotHoldTheRendersUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	e.apply(strings.Replace(webSync, "interval: 1h", "interval: 2s", 1))
+	e.apply(strings.NewReplacer("web", "api").Replace(webSync))
+	ms := e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	e.ready("api", metav1.ConditionTrue, 30*time.Second)
+	known := ms.Status.Images[0].Digest
+	moved := e.reg.Push(t, "team/app:v1")
+	// From now on the registry answers a manifest look-up only when let.
+	release := make(chan struct{})
+	var held atomic.Int64
+	e.reg.FailWith(func(r *http.Request) int {
+		if strings.Contains(r.URL.Path, "/manifests/") {
+			held.Add(1)
+			select {
+			case <-release:
+			case <-time.After(2 * time.Minute):
+			}
+		}
+		return 0
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {a: '1'}\n"}).Commit("cm")
+	e.app.Push("main")
+	e.eventually(20*time.Second, func() string {
+		if e.dst("show", "env/dev:apps/web/configmap-web.yaml") == "" {
+			return fmt.Sprintf("the new source commit is not rendered while the tag's look-up waits (%d held)", held.Load())
+		}
+		return ""
+	})
+	if got := e.dst("show", "env/dev:apps/web/deployment-web.yaml"); !strings.Contains(got, known) {
+		t.Fatalf("rendered with the registry answering nothing, the image is not the known digest %s:\n%s", known, got)
+	}
+	if n := held.Load(); n != 1 {
+		t.Errorf("%d look-ups of the one tag are waiting, want 1", n)
+	}
+	close(release)
+	for _, name := range []string{"web", "api"} {
+		e.eventually(30*time.Second, func() string {
+			ms := e.sync(name)
+			if len(ms.Status.Images) != 1 || ms.Status.Images[0].Digest != moved ||
+				!strings.Contains(e.dst("show", "env/dev:apps/"+name+"/deployment-"+name+".yaml"), moved) {
+				return fmt.Sprintf("%s: the moved tag is not pinned: %+v", name, ms.Status.Images)
+			}
+			return ""
+		})
 	}
 }

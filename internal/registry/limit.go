@@ -89,6 +89,9 @@ func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 			f(req.URL.Host, waited)
 		}
 	}
+	if s, ok := req.Context().Value(sentKey{}).(*sent); ok {
+		s.mark()
+	}
 	resp, err := l.next.RoundTrip(req)
 	if l.observe != nil {
 		status := 0

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ type Client struct {
 	ttl      time.Duration
 	now      func() time.Time
 	limit    *Limiter
+	changed  func(Change)
 
 	pullerOnce sync.Once
 	puller     *remote.Puller
@@ -45,9 +47,24 @@ type Client struct {
 
 type call[T any] struct {
 	done chan struct{}
-	at   time.Time
-	val  T
-	err  error
+	// at is when the answer was asked of the registry: when its last
+	// request left, after any wait for the rate (so that a look-up queued
+	// behind the rate for minutes is not stale when it lands).
+	at  time.Time
+	val T
+	err error
+	// refreshing: a look-up in the background replaces this answer.
+	refreshing bool
+}
+
+// Change is a tag (or a repository's tag list) that a look-up in the
+// background found moved.
+type Change struct {
+	// Repository is host/path; Tag is empty for a repository's tag list.
+	Repository, Tag string
+	// At is when the registry was asked: a look-up asking for answers
+	// since At (ContextWithNotBefore) uses the new one.
+	At time.Time
 }
 
 // Option configures a Client.
@@ -84,6 +101,24 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 // shared by every caller. The default, 0, remembers answers for the
 // Client's life (a run).
 func WithTTL(d time.Duration) Option { return func(c *Client) { c.ttl = d } }
+
+// WithRevalidate lets look-ups under ContextWithRevalidate answer at once
+// from a stale answer while the registry is asked again in the
+// background (one look-up per tag at a time); changed is called when
+// that look-up finds the tag moved (or the repository's tags changed).
+func WithRevalidate(changed func(Change)) Option { return func(c *Client) { c.changed = changed } }
+
+type revalidateKey struct{}
+
+// ContextWithRevalidate lets the look-ups under ctx answer from a stale
+// answer at once and look again in the background, on a Client made
+// WithRevalidate: a routine re-check (a sync's interval) does not wait
+// on the registry's rate; what moved is reported to the Client's
+// changed. A tag never looked up, or one asked since a moment
+// (ContextWithNotBefore), is still looked up before the answer.
+func ContextWithRevalidate(ctx context.Context) context.Context {
+	return context.WithValue(ctx, revalidateKey{}, true)
+}
 
 type maxAgeKey struct{}
 
@@ -209,7 +244,7 @@ var ErrNotFound = errors.New("not found")
 
 // Digest resolves a tag (repo:tag) to the digest of its manifest or index.
 func (c *Client) Digest(ctx context.Context, ref string) (string, error) {
-	return memo(ctx, c, c.digests, ref, func() (string, error) {
+	return memo(ctx, c, c.digests, ref, func(ctx context.Context) (string, error) {
 		r, err := c.ParseReference(ref)
 		if err != nil {
 			return "", err
@@ -233,7 +268,7 @@ func (c *Client) Digest(ctx context.Context, ref string) (string, error) {
 
 // Tags lists a repository's tags.
 func (c *Client) Tags(ctx context.Context, repo string) ([]string, error) {
-	return memo(ctx, c, c.tags, repo, func() ([]string, error) {
+	return memo(ctx, c, c.tags, repo, func(ctx context.Context) ([]string, error) {
 		r, err := c.ParseRepository(repo)
 		if err != nil {
 			return nil, err
@@ -282,18 +317,28 @@ func classify(ref string, err error) error {
 	return fmt.Errorf("%s: %w", ref, err)
 }
 
-func memo[T any](ctx context.Context, c *Client, m map[string]*call[T], key string, f func() (T, error)) (T, error) {
+func memo[T any](ctx context.Context, c *Client, m map[string]*call[T], key string, f func(context.Context) (T, error)) (T, error) {
 	ttl := c.ttl
 	if d, ok := ctx.Value(maxAgeKey{}).(time.Duration); ok && d > 0 {
 		ttl = d
 	}
 	c.mu.Lock()
 	cl, ok := m[key]
-	if ok && ttl > 0 && c.now().Sub(cl.at) > ttl {
-		ok = false // stale: ask again
-	}
 	if nb, _ := ctx.Value(notBeforeKey{}).(time.Time); ok && cl.at.Before(nb) {
 		ok = false // asked for something newer
+	}
+	// A look-up under way is waited for, however long the rate holds it.
+	if ok && ttl > 0 && isDone(cl.done) && c.now().Sub(cl.at) > ttl {
+		if revalidate, _ := ctx.Value(revalidateKey{}).(bool); revalidate && c.changed != nil && cl.err == nil {
+			// Stale, answered as it stands; looked up again behind it.
+			if !cl.refreshing {
+				cl.refreshing = true
+				go refresh(context.WithoutCancel(ctx), c, m, key, cl, f)
+			}
+			c.mu.Unlock()
+			return cl.val, nil
+		}
+		ok = false // stale: ask again
 	}
 	if !ok {
 		cl = &call[T]{done: make(chan struct{}), at: c.now()}
@@ -301,7 +346,11 @@ func memo[T any](ctx context.Context, c *Client, m map[string]*call[T], key stri
 	}
 	c.mu.Unlock()
 	if !ok {
-		cl.val, cl.err = f()
+		var at time.Time
+		cl.val, cl.err, at = ask(ctx, c, f)
+		c.mu.Lock()
+		cl.at = at
+		c.mu.Unlock()
 		close(cl.done)
 		if cl.err != nil && !errors.Is(cl.err, ErrNotFound) {
 			// A failure is not remembered: the next caller tries again.
@@ -315,6 +364,74 @@ func memo[T any](ctx context.Context, c *Client, m map[string]*call[T], key stri
 	}
 	<-cl.done
 	return cl.val, cl.err
+}
+
+// refreshTimeout bounds a look-up in the background, its wait for the
+// rate included.
+const refreshTimeout = 10 * time.Minute
+
+// refresh looks key up again in the background and replaces old with
+// the answer, telling the Client's changed if it differs. A failure
+// keeps the old answer (the next stale use tries again).
+func refresh[T any](ctx context.Context, c *Client, m map[string]*call[T], key string, old *call[T], f func(context.Context) (T, error)) {
+	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
+	val, err, at := ask(ctx, c, f)
+	c.mu.Lock()
+	old.refreshing = false
+	if err != nil && !errors.Is(err, ErrNotFound) || m[key] != old {
+		// Failed, or replaced meanwhile (a look-up asked since a moment).
+		c.mu.Unlock()
+		return
+	}
+	nc := &call[T]{done: make(chan struct{}), at: at, val: val, err: err}
+	close(nc.done)
+	m[key] = nc
+	c.mu.Unlock()
+	if err != nil || !reflect.DeepEqual(val, old.val) {
+		ch := Change{Repository: key, At: at}
+		if _, list := any(val).([]string); !list {
+			// A digest's key is repo:tag.
+			if t, perr := name.NewTag(key, c.nameOptions(key)...); perr == nil {
+				ch.Repository, ch.Tag = t.Context().String(), t.TagStr()
+			}
+		}
+		c.changed(ch)
+	}
+}
+
+type sentKey struct{}
+
+// sent records when a look-up's last request left.
+type sent struct {
+	mu  sync.Mutex
+	at  time.Time
+	now func() time.Time
+}
+
+func (s *sent) mark() {
+	s.mu.Lock()
+	s.at = s.now()
+	s.mu.Unlock()
+}
+
+// ask runs f, returning when the registry was asked: when f's last
+// request left (or when f began, if it sent none).
+func ask[T any](ctx context.Context, c *Client, f func(context.Context) (T, error)) (T, error, time.Time) {
+	s := &sent{at: c.now(), now: c.now}
+	val, err := f(context.WithValue(ctx, sentKey{}, s))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return val, err, s.at
+}
+
+func isDone(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // Referrers lists the manifests that name repo@digest as their subject

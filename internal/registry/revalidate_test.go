@@ -1,0 +1,155 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// TestAStaleTagIsAnsweredAtOnceAndLookedUpBehind: a routine re-check of a
+// stale tag (ContextWithRevalidate) answers with what is known and asks
+// the registry in the background, once however many ask; a moved tag is
+// reported with the moment the registry was asked, and a look-up since
+// that moment uses the new answer without asking again; an unmoved tag
+// is reported nowhere.
+func TestAStaleTagIsAnsweredAtOnceAndLookedUpBehind(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	first := reg.Push(t, "team/app:dev")
+	reg.Push(t, "team/app:v1")
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	changes := make(chan Change, 10)
+	c := New(WithClock(clock), WithRevalidate(func(ch Change) { changes <- ch }))
+	ctx := ContextWithRevalidate(ContextWithMaxAge(context.Background(), time.Minute))
+	ref := reg.Host + "/team/app:dev"
+	if d, err := c.Digest(ctx, ref); err != nil || d != first {
+		t.Fatalf("first look-up: %s, %v", d, err)
+	}
+	if _, err := c.Tags(ctx, reg.Host+"/team/app"); err != nil {
+		t.Fatal(err)
+	}
+	moved := reg.Push(t, "team/app:dev")
+	advance(2 * time.Minute)
+	before := reg.Requests.Load()
+	for range 20 {
+		if d, err := c.Digest(ctx, ref); err != nil || d != first {
+			t.Fatalf("a stale re-check: %s, %v; want the known %s at once", d, err, first)
+		}
+	}
+	var ch Change
+	select {
+	case ch = <-changes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the moved tag was not reported")
+	}
+	if ch.Repository != reg.Host+"/team/app" || ch.Tag != "dev" || !ch.At.Equal(clock()) {
+		t.Errorf("reported %+v, want %s/team/app, dev, at %s", ch, reg.Host, clock())
+	}
+	if n := reg.Requests.Load() - before; n != 1 {
+		t.Errorf("twenty stale re-checks asked the registry %d times, want once", n)
+	}
+	// What the report asks for is there already.
+	before = reg.Requests.Load()
+	if d, err := c.Digest(ContextWithNotBefore(ctx, ch.At), ref); err != nil || d != moved {
+		t.Errorf("since the report: %s, %v; want %s", d, err, moved)
+	}
+	if n := reg.Requests.Load() - before; n != 0 {
+		t.Errorf("a look-up since the report asked the registry %d times", n)
+	}
+	// The tag list: a new tag is a change of the repository.
+	reg.Push(t, "team/app:v2")
+	advance(2 * time.Minute)
+	if tags, err := c.Tags(ctx, reg.Host+"/team/app"); err != nil || len(tags) != 2 {
+		t.Fatalf("a stale tag list: %v, %v; want the two known", tags, err)
+	}
+	select {
+	case ch = <-changes:
+		if ch.Repository != reg.Host+"/team/app" || ch.Tag != "" {
+			t.Errorf("a new tag reported as %+v", ch)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the new tag was not reported")
+	}
+	// Unmoved: looked up again, reported nowhere, and fresh after.
+	advance(2 * time.Minute)
+	before = reg.Requests.Load()
+	if d, _ := c.Digest(ctx, ref); d != moved {
+		t.Fatalf("re-check: %s", d)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for reg.Requests.Load() == before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case ch := <-changes:
+		t.Errorf("an unmoved tag was reported: %+v", ch)
+	case <-time.After(300 * time.Millisecond):
+	}
+	before = reg.Requests.Load()
+	if d, _ := c.Digest(ctx, ref); d != moved || reg.Requests.Load() != before {
+		t.Errorf("after its look-up the tag is not fresh: %s, %d requests", d, reg.Requests.Load()-before)
+	}
+	// Without ContextWithRevalidate a stale tag is looked up first.
+	again := reg.Push(t, "team/app:dev")
+	advance(2 * time.Minute)
+	if d, _ := c.Digest(ContextWithMaxAge(context.Background(), time.Minute), ref); d != again {
+		t.Errorf("a plain look-up of a stale tag: %s, want %s", d, again)
+	}
+}
+
+// TestALookUpHeldByTheRateIsNotStaleWhenItLands: an answer is as old as
+// the request that got it, not as the call that queued it behind the
+// rate, and a caller finding it queued waits for it rather than asking
+// again: a first pass longer than the interval looks each tag up once.
+func TestALookUpHeldByTheRateIsNotStaleWhenItLands(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	for i := range 5 {
+		reg.Push(t, fmt.Sprintf("team/app:v%d", i))
+	}
+	// The ping, then one request every half second: v0..v4 leave at
+	// about 0.5, 1, 1.5, 2 and 2.5 s.
+	c := New(WithLimiter(NewLimiter(2, nil)), WithTTL(750*time.Millisecond))
+	ctx := context.Background()
+	before := reg.Requests.Load()
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * 20 * time.Millisecond) // in order
+			if _, err := c.Digest(ctx, fmt.Sprintf("%s/team/app:v%d", reg.Host, i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	// Past the TTL, v4 is still queued: asked again, it is waited for.
+	time.Sleep(time.Second + 500*time.Millisecond)
+	if _, err := c.Digest(ctx, reg.Host+"/team/app:v4"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if n := reg.Requests.Load() - before; n != 6 {
+		t.Errorf("five tags, one asked twice while queued: %d requests, want 6 (a ping and five)", n)
+	}
+	// At 2.5 s, v3 (asked at 2) and v4 (at 2.5) are fresh; v0-v2 are not.
+	before = reg.Requests.Load()
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Digest(ctx, fmt.Sprintf("%s/team/app:v%d", reg.Host, i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := reg.Requests.Load() - before; n != 3 {
+		t.Errorf("just after the first pass, %d tags were looked up again, want the 3 asked over 750ms before", n)
+	}
+}
