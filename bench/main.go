@@ -67,8 +67,10 @@ func main() {
 		mainServe()
 	case "dashboard":
 		mainDashboard()
+	case "flux":
+		mainFlux()
 	default:
-		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve, dashboard)\n", mode)
+		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve, flux, dashboard)\n", mode)
 		os.Exit(2)
 	}
 }

@@ -47,7 +47,16 @@ type limiter struct {
 type hostLimit struct {
 	rate    *rate.Limiter
 	blocked time.Time // no request before this (a Retry-After)
+	// background holds the look-ups nobody waits for (a stale tag looked
+	// up behind a render) to a few at a time in the rate's queue, so that
+	// one somebody waits for is not queued behind all of them.
+	background chan struct{}
 }
+
+// backgroundSlots is how many look-ups nobody waits for may queue for a
+// host's rate at once: enough to keep a registry answering in 300 ms busy
+// at 20 requests a second.
+const backgroundSlots = 8
 
 // maxRetryAfter bounds how long a Retry-After is honoured.
 const maxRetryAfter = 5 * time.Minute
@@ -61,7 +70,7 @@ func (l *Limiter) host(h string) *hostLimit {
 		if l.rps > 0 {
 			r = rate.Limit(l.rps)
 		}
-		hl = &hostLimit{rate: rate.NewLimiter(r, max(1, int(l.rps)))}
+		hl = &hostLimit{rate: rate.NewLimiter(r, max(1, int(l.rps))), background: make(chan struct{}, backgroundSlots)}
 		l.hosts[h] = hl
 	}
 	return hl
@@ -69,6 +78,14 @@ func (l *Limiter) host(h string) *hostLimit {
 
 func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 	hl := l.host(req.URL.Host)
+	if bg, _ := req.Context().Value(backgroundKey{}).(bool); bg && l.rps > 0 {
+		select {
+		case hl.background <- struct{}{}:
+			defer func() { <-hl.background }()
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
 	l.mu.Lock()
 	wait := time.Until(hl.blocked)
 	l.mu.Unlock()
@@ -111,6 +128,8 @@ func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+type backgroundKey struct{}
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.
 func retryAfter(v string) time.Duration {

@@ -374,7 +374,7 @@ const refreshTimeout = 10 * time.Minute
 // the answer, telling the Client's changed if it differs. A failure
 // keeps the old answer (the next stale use tries again).
 func refresh[T any](ctx context.Context, c *Client, m map[string]*call[T], key string, old *call[T], f func(context.Context) (T, error)) {
-	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, backgroundKey{}, true), refreshTimeout)
 	defer cancel()
 	val, err, at := ask(ctx, c, f)
 	c.mu.Lock()

@@ -3,9 +3,14 @@ package registry
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"sluice.dev/sluice/internal/testenv"
 )
@@ -151,5 +156,65 @@ func TestALookUpHeldByTheRateIsNotStaleWhenItLands(t *testing.T) {
 	wg.Wait()
 	if n := reg.Requests.Load() - before; n != 3 {
 		t.Errorf("just after the first pass, %d tags were looked up again, want the 3 asked over 750ms before", n)
+	}
+}
+
+// TestALookUpSomebodyWaitsForIsNotQueuedBehindTheBackground: thirty
+// stale tags looked up behind their renders at 2 requests a second hold
+// at most a few places in the rate's queue; a look-up somebody waits for
+// (a tag not known yet) is served after those few, not after all thirty.
+func TestALookUpSomebodyWaitsForIsNotQueuedBehindTheBackground(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	const n = 30
+	for i := range n {
+		reg.Push(t, fmt.Sprintf("team/app:v%d", i))
+	}
+	reg.Push(t, "team/app:wanted")
+	var mu sync.Mutex
+	var order []string
+	reg.FailWith(func(r *http.Request) int {
+		if r.Method == http.MethodHead {
+			mu.Lock()
+			order = append(order, r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:])
+			mu.Unlock()
+		}
+		return 0
+	})
+	var cmu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { cmu.Lock(); defer cmu.Unlock(); return now }
+	l := NewLimiter(2, nil)
+	c := New(WithLimiter(l), WithClock(clock), WithRevalidate(func(Change) {}))
+	ctx := ContextWithRevalidate(ContextWithMaxAge(context.Background(), time.Minute))
+	// Known first, without the rate.
+	hl := l.host(reg.Host)
+	hl.rate.SetLimit(rate.Inf)
+	for i := range n {
+		if _, err := c.Digest(ctx, fmt.Sprintf("%s/team/app:v%d", reg.Host, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hl.rate.SetLimitAt(time.Now(), 2)
+	hl.rate.SetBurstAt(time.Now(), 1)
+	mu.Lock()
+	order = nil
+	mu.Unlock()
+	cmu.Lock()
+	now = now.Add(2 * time.Minute)
+	cmu.Unlock()
+	for i := range n {
+		if _, err := c.Digest(ctx, fmt.Sprintf("%s/team/app:v%d", reg.Host, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the background look-ups queue
+	if _, err := c.Digest(ctx, reg.Host+"/team/app:wanted"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	at := slices.Index(order, "wanted")
+	if at < 0 || at > backgroundSlots+2 {
+		t.Errorf("the look-up waited for was request %d of %v, want one of the first %d", at+1, order, backgroundSlots+3)
 	}
 }

@@ -53,6 +53,13 @@ type Flux struct {
 // StartFlux starts the controllers; they stop when the test ends.
 func StartFlux(t TB, kubeconfig, namespace string) *Flux {
 	t.Helper()
+	return StartFluxLogging(t, kubeconfig, namespace, "debug")
+}
+
+// StartFluxLogging is StartFlux with the controllers' --log-level (a
+// benchmark's "info": debug logs cost a controller CPU of their own).
+func StartFluxLogging(t TB, kubeconfig, namespace, level string) *Flux {
+	t.Helper()
 	f := &Flux{Namespace: namespace, logs: map[string]string{}}
 	dir := t.TempDir()
 	storage := freeAddr(t)
@@ -67,7 +74,7 @@ func StartFlux(t TB, kubeconfig, namespace string) *Flux {
 			"--watch-all-namespaces=false",
 			"--metrics-addr=" + freeAddr(t),
 			"--health-addr=" + health,
-			"--log-level=debug",
+			"--log-level=" + level,
 			"--log-encoding=console",
 			"--requeue-dependency=1s",
 		}
