@@ -145,21 +145,24 @@ spec: {interval: %s, path: ./app%02d, prune: true, targetNamespace: %s, sourceRe
 	default:
 	}
 	total := s.repos * n
+	// Ready once each: at a one-minute interval a Kustomization is
+	// reconciled again (Ready Unknown while it is) before the last ones
+	// are first applied.
+	wasReady := map[string]bool{}
 	for {
 		if err := ca.List(ctx, list, client.InNamespace(fluxNS)); err != nil {
 			return err
 		}
-		ready := 0
 		for _, k := range list.Items {
 			if fluxReady(k) {
-				ready++
+				wasReady[k.GetName()] = true
 			}
 		}
-		if ready == total {
+		if ready := len(wasReady); ready == total {
 			break
 		}
 		if time.Since(start) > 20*time.Minute {
-			return fmt.Errorf("(a): %d of %d Kustomizations Ready after 20 minutes", ready, total)
+			return fmt.Errorf("(a): %d of %d Kustomizations Ready after 20 minutes", len(wasReady), total)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -184,7 +187,7 @@ spec: {interval: %s, path: ./app%02d, prune: true, targetNamespace: %s, sourceRe
 		total, s.repos, s.interval, runtime.GOMAXPROCS(0))
 	fmt.Println("| measure | Flux |")
 	fmt.Println("|---|---:|")
-	fmt.Printf("| (a) all Ready | %s |\n", round(allReady))
+	fmt.Printf("| (a) all Ready (each once) | %s |\n", round(allReady))
 	fmt.Printf("| (a) source- + kustomize-controller CPU (per Kustomization) | %s (%s) |\n", round(cpuA-cpu0), round((cpuA-cpu0)/time.Duration(total)))
 	fmt.Printf("| (a) kube-apiserver: CPU (per Kustomization); requests | %s (%s); %s |\n", round(apiCPUA-apiCPU0), round((apiCPUA-apiCPU0)/time.Duration(total)), apiReqA.since(apiReq0, total))
 	fmt.Printf("| (b) idle interval: git requests | %d |\n", gitBn)

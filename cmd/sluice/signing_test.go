@@ -158,12 +158,13 @@ func TestHydrateVerifiesKeylessImageSignatures(t *testing.T) {
 	w.Push("main")
 	dst := srv.CreateRepo(t, "deploy")
 	syncs := t.TempDir()
-	const workflow = "https://github.com/team/web/.github/workflows/release.yml@refs/heads/main"
+	const workflow = "release@team.example"
 	os.WriteFile(filepath.Join(syncs, "web.yaml"), []byte("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: web}\nspec:\n  source: {repo: "+app+", path: k}\n  destination: {repo: "+dst+", branch: env/dev, path: apps/web}\n"+
 		"  images:\n  - name: "+reg.Host+"/team/web\n    verify: {provider: cosign, keyless: {issuer: https://token.actions.githubusercontent.com, subject: \""+workflow+"\"}}\n"), 0o644)
-	ss := testenv.NewSigstore(t)
-	// As cosign 3 signs: a Sigstore bundle referring to the digest.
-	ss.SignBundle(t, reg, "team/web", digest, testenv.Keyless{Issuer: "https://token.actions.githubusercontent.com", Subject: workflow})
+	ss := testenv.NewVirtualSigstore(t)
+	// As cosign 3 signs: a Sigstore bundle referring to the digest (a
+	// Rekor v2 entry and a timestamp).
+	ss.SignBundle(t, reg, "team/web", digest, testenv.BundleOptions{Issuer: "https://token.actions.githubusercontent.com", Identity: workflow, RekorV2: true})
 	root := filepath.Join(t.TempDir(), "trusted_root.json")
 	os.WriteFile(root, ss.TrustedRoot(t), 0o644)
 	cache := t.TempDir()

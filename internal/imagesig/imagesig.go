@@ -6,12 +6,9 @@
 package imagesig
 
 import (
+	"bytes"
 	"context"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -22,6 +19,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/sigstore/sigstore-go/pkg/verify"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/registry"
@@ -258,16 +257,14 @@ func verifyTagged(ctx context.Context, reg *registry.Client, repo, digest, hexDi
 			}
 			return "", nil, fmt.Errorf("reading signature %d of %s: %w", i, ref, err)
 		}
-		by := p.name()
-		if p.Identity != nil {
-			signer, err := verifyKeyless(p.root(), p.Identity, desc.Annotations, data, sig)
-			if err != nil {
-				seen = append(seen, err.Error())
-				continue
-			}
-			by = signer.String()
-		} else if !verifiedBy(p.Keys, data, sig) {
-			seen = append(seen, "one by another key")
+		e, err := legacyEntity(desc.Annotations, data, sig, p.Identity != nil)
+		if err != nil {
+			seen = append(seen, err.Error())
+			continue
+		}
+		by, err := p.verifyEntity(e, func() verify.ArtifactPolicyOption { return verify.WithArtifact(bytes.NewReader(data)) })
+		if err != nil {
+			seen = append(seen, err.Error())
 			continue
 		}
 		var pl payload
@@ -304,28 +301,4 @@ func readLayer(l interface{ Compressed() (io.ReadCloser, error) }) ([]byte, erro
 		return nil, errTooLarge
 	}
 	return data, nil
-}
-
-// verifiedBy reports whether sig over data verifies with one of keys,
-// as cosign signs: SHA-256 (ECDSA ASN.1, RSA PKCS#1 v1.5 or PSS), or
-// Ed25519 over the data itself.
-func verifiedBy(keys Keys, data, sig []byte) bool {
-	h := sha256.Sum256(data)
-	for _, k := range keys {
-		switch k := k.(type) {
-		case *ecdsa.PublicKey:
-			if ecdsa.VerifyASN1(k, h[:], sig) {
-				return true
-			}
-		case ed25519.PublicKey:
-			if ed25519.Verify(k, data, sig) {
-				return true
-			}
-		case *rsa.PublicKey:
-			if rsa.VerifyPKCS1v15(k, crypto.SHA256, h[:], sig) == nil || rsa.VerifyPSS(k, crypto.SHA256, h[:], sig, nil) == nil {
-				return true
-			}
-		}
-	}
-	return false
 }

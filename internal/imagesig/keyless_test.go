@@ -1,6 +1,7 @@
 package imagesig
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,13 +11,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
-	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sigstore/sigstore-go/pkg/verify"
 
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/testenv"
@@ -84,25 +86,25 @@ func TestKeylessSignatures(t *testing.T) {
 		{"a log promise for another entry", func(d string) {
 			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, BadSET: true})
 		},
-			workflow, "does not carry a valid signed entry timestamp", false},
+			workflow, "not enough verified log entries", false},
 		{"the genuine log entry of another signature, replayed", func(d string) {
 			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, OtherEntry: true})
 		},
-			workflow, "records another", false},
+			workflow, "transparency log signature does not match", false},
 		{"a signature that does not verify with its certificate", func(d string) {
 			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, WrongKey: true})
 		},
-			workflow, "does not verify with its certificate", false},
+			workflow, "invalid signature", false},
 		{"a certificate expired when the log recorded the signature", func(d string) {
 			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, IssuedAt: time.Now().Add(-2 * time.Hour), LoggedAt: time.Now()})
-		}, workflow, "certificate has expired", false},
+		}, workflow, "integrated time outside certificate validity", false},
 		{"an entry from a log the root does not list", func(d string) {
 			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, LogOf: otherStore})
 		}, workflow, "which the trusted root does not list", false},
 		{"a certificate never logged for transparency", func(d string) {
 			ss.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, NoSCT: true})
 		},
-			workflow, "carries no signed certificate timestamp", false},
+			workflow, "0 SCT entries", false},
 		{"another Sigstore instance", func(d string) {
 			otherStore.Sign(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow})
 		},
@@ -144,85 +146,16 @@ func TestIdentitiesAndRootsAreChecked(t *testing.T) {
 	}
 	for _, tc := range []struct{ data, want string }{
 		{"nope", "not a Sigstore trusted_root.json"},
-		{`{"tlogs":[]}`, "at least one certificate authority"},
-		{`{"tlogs":[{"baseUrl":"x","publicKey":{"rawBytes":"AAAA"}}]}`, "tlogs[0] (x): public key"},
+		{`{"tlogs":[]}`, "unsupported TrustedRoot media type"},
+		{`{"mediaType":"application/vnd.dev.sigstore.trustedroot+json;version=0.1","tlogs":[]}`, "at least one certificate authority"},
+		{`{"mediaType":"application/vnd.dev.sigstore.trustedroot+json;version=0.1","tlogs":[{"baseUrl":"x","publicKey":{"rawBytes":"AAAA"}}]}`, "not a Sigstore trusted_root.json"},
 	} {
 		if _, err := ParseTrustedRoot([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v", tc.data, err)
 		}
 	}
-	if PublicGood() == nil || len(PublicGood().cas) < 2 || len(PublicGood().ctlogs) < 2 {
+	if pg := PublicGood().material; len(pg.FulcioCertificateAuthorities()) < 2 || len(pg.CTLogs()) < 2 || len(pg.RekorLogs()) < 1 {
 		t.Error("the public instance's root is not read whole")
-	}
-}
-
-// A bundle signed on Sigstore's public instance (a GitHub Actions
-// workflow of sigstore-js) checks out under the embedded public root
-// part by part: the Rekor promise, the certificate chain at the time
-// logged, its certificate transparency timestamp, the identity and the
-// signature; a bit changed anywhere does not.
-func TestARealPublicSigstoreBundleVerifies(t *testing.T) {
-	data, err := os.ReadFile("testdata/sigstore-go/bundle-provenance.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b sigBundle // the reader's own parse: a bundle is read as verifyBundle reads it
-	if err := json.Unmarshal(data, &b); err != nil {
-		t.Fatal(err)
-	}
-	root := PublicGood()
-	e := b.VerificationMaterial.TlogEntries[0]
-	index, integrated := e.LogIndex, e.IntegratedTime
-	body := base64.StdEncoding.EncodeToString(e.CanonicalizedBody)
-	logID := hex.EncodeToString(e.LogID.KeyID)
-	set := e.InclusionPromise.SignedEntryTimestamp
-	at, err := root.verifySET(body, integrated, index, logID, set)
-	if err != nil {
-		t.Fatalf("the Rekor promise: %v", err)
-	}
-	if _, err := root.verifySET(body, integrated, index+1, logID, set); err == nil {
-		t.Error("a promise for another index verified")
-	}
-	if _, err := root.verifySET(body, integrated+1, index, logID, set); err == nil {
-		t.Error("a promise for another time verified")
-	}
-
-	var chain []*x509.Certificate
-	for _, c := range b.VerificationMaterial.X509CertificateChain.Certificates {
-		cert, err := x509.ParseCertificate(c.RawBytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain = append(chain, cert)
-	}
-	leaf := chain[0]
-	issuer, err := root.verifyChain(leaf, nil, at)
-	if err != nil {
-		t.Fatalf("the certificate chain at %s: %v", at, err)
-	}
-	if _, err := root.verifyChain(leaf, nil, at.Add(time.Hour)); err == nil {
-		t.Error("the ten-minute certificate verified an hour after it was logged")
-	}
-	if err := root.verifySCT(leaf, issuer); err != nil {
-		t.Fatalf("the certificate's SCT: %v", err)
-	}
-	if err := root.verifySCT(leaf, chain[len(chain)-1]); err == nil {
-		t.Error("the SCT verified for another issuer")
-	}
-	iss, subjects := certIdentity(leaf)
-	if iss != ghIssuer || len(subjects) != 1 || subjects[0] != "https://github.com/sigstore/sigstore-js/.github/workflows/release.yml@refs/heads/main" {
-		t.Errorf("identity %q %q", iss, subjects)
-	}
-
-	// The signature is a DSSE envelope's (signed over its PAE).
-	env := b.DSSEEnvelope
-	pae := fmt.Appendf(nil, "DSSEv1 %d %s %d %s", len(env.PayloadType), env.PayloadType, len(env.Payload), env.Payload)
-	if !verifiedBy(Keys{leaf.PublicKey}, pae, env.Signatures[0].Sig) {
-		t.Error("the envelope's signature does not verify with the certificate")
-	}
-	pae[len(pae)-1] ^= 1
-	if verifiedBy(Keys{leaf.PublicKey}, pae, env.Signatures[0].Sig) {
-		t.Error("a changed envelope verified")
 	}
 }
 
@@ -253,42 +186,63 @@ func BenchmarkSignatureCheck(b *testing.B) {
 	ann := m.Layers[0].Annotations
 	sig, _ := base64.StdEncoding.DecodeString(ann[SignatureAnnotation])
 	id, _ := NewIdentity(ghIssuer, "", ghWorkflow, "")
+	keyless := &Policy{Identity: id, Root: root}
 	b.Run("keyless", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := verifyKeyless(root, id, ann, data, sig); err != nil {
+			e, err := legacyEntity(ann, data, sig, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := keyless.verifyEntity(e, func() verify.ArtifactPolicyOption { return verify.WithArtifact(bytes.NewReader(data)) }); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
+	// The same layer checked with its certificate's key, as a key-based
+	// signature is: the signature alone.
 	block, _ := pem.Decode([]byte(ann[CertificateAnnotation]))
 	cert, _ := x509.ParseCertificate(block.Bytes)
-	keys := Keys{cert.PublicKey}
+	keyed := &Policy{Keys: Keys{cert.PublicKey}, Name: "k"}
+	plain := map[string]string{}
 	b.Run("key", func(b *testing.B) {
 		for b.Loop() {
-			if !verifiedBy(keys, data, sig) {
-				b.Fatal("no")
+			e, err := legacyEntity(plain, data, sig, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := keyed.verifyEntity(e, func() verify.ArtifactPolicyOption { return verify.WithArtifact(bytes.NewReader(data)) }); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})
 }
 
 // cosign 3 attaches a Sigstore bundle as an OCI referrer instead of the
-// .sig tag: the same checks hold.
+// .sig tag. Signed on a test Sigstore of sigstore-go's own testing
+// package (a Fulcio CA, a Rekor log of v1 and v2 entries with inclusion
+// proofs, a timestamp authority), each bundle is verified whole and each
+// fault refused.
 func TestCosign3Bundles(t *testing.T) {
 	reg := testenv.NewRegistry(t)
 	c := registry.New()
 	ctx := context.Background()
-	ss := testenv.NewSigstore(t)
-	root, err := ParseTrustedRoot(ss.TrustedRoot(t))
+	vs := testenv.NewVirtualSigstore(t)
+	root, err := ParseTrustedRoot(vs.TrustedRoot(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	workflow, _ := NewIdentity(ghIssuer, "", ghWorkflow, "")
+	const signer = "release@team.example"
+	trusted, _ := NewIdentity(ghIssuer, "", signer, "")
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	keys, _ := ParseKeys(testenv.CosignPublicKey(t, key))
-	keyless := &Policy{Identity: workflow, Root: root}
+	keyless := &Policy{Identity: trusted, Root: root}
 	keyed := &Policy{Keys: keys, Name: "key of Secret ci"}
-	ci := testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow}
+	ok := testenv.BundleOptions{Identity: signer, Issuer: ghIssuer}
+	with := func(f func(*testenv.BundleOptions)) testenv.BundleOptions {
+		o := ok
+		f(&o)
+		return o
+	}
 	cases := []struct {
 		name string
 		sign func(digest string)
@@ -296,35 +250,55 @@ func TestCosign3Bundles(t *testing.T) {
 		want string
 		ok   bool
 	}{
-		{"keyless, the workflow trusted", func(d string) { ss.SignBundle(t, reg, "team/web", d, ci) }, keyless, "keyless, " + ghWorkflow, true},
+		{"keyless, a Rekor v1 entry", func(d string) { vs.SignBundle(t, reg, "team/web", d, ok) }, keyless, "keyless, " + signer, true},
+		{"keyless, a Rekor v2 entry and a timestamp", func(d string) {
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.RekorV2 = true }))
+		}, keyless, "keyless, " + signer, true},
 		{"with a key", func(d string) { testenv.CosignSignBundle(t, reg, "team/web", d, d, key) }, keyed, "key of Secret ci", true},
-		{"another workflow", func(d string) {
-			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: "https://github.com/fork/web/.github/workflows/release.yml@refs/heads/main"})
-		}, keyless, "a bundle by https://github.com/fork/web/", false},
+		{"another signer", func(d string) {
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.Identity = "mallory@team.example" }))
+		}, keyless, "a bundle by mallory@team.example (issuer " + ghIssuer + "), not the identity trusted", false},
+		{"another issuer", func(d string) {
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.Issuer = "https://evil.example.com" }))
+		}, keyless, "issued by https://evil.example.com, not the issuer trusted", false},
 		{"no log entry", func(d string) {
-			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, NoBundle: true})
-		}, keyless, "without a transparency log entry", false},
-		{"a log promise for another entry", func(d string) {
-			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, BadSET: true})
-		}, keyless, "valid signed entry timestamp", false},
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.NoEntry = true }))
+		}, keyless, "not enough verified log entries", false},
+		{"an inclusion proof of another tree", func(d string) {
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.BadProof = true }))
+		}, keyless, "calculated root", false},
+		{"an inclusion proof of another tree, Rekor v2", func(d string) {
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.BadProof = true; o.RekorV2 = true }))
+		}, keyless, "unverified checkpoint signature", false},
 		{"the genuine log entry of another statement, replayed", func(d string) {
-			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, OtherEntry: true})
-		}, keyless, "records another", false},
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.OtherEntry = true }))
+		}, keyless, "transparency log signature does not match", false},
+		{"the genuine log entry of another statement, replayed, Rekor v2", func(d string) {
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.OtherEntry = true; o.RekorV2 = true }))
+		}, keyless, "verifying inclusion", false},
 		{"a signature that does not verify with its certificate", func(d string) {
-			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, WrongKey: true})
-		}, keyless, "does not verify", false},
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.WrongSignature = true }))
+		}, keyless, "transparency log signature does not match", false},
 		{"a certificate expired when the log recorded the statement", func(d string) {
-			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, IssuedAt: time.Now().Add(-2 * time.Hour), LoggedAt: time.Now()})
-		}, keyless, "certificate has expired", false},
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.LoggedAt = time.Now().Add(30 * time.Minute) }))
+		}, keyless, "integrated time outside certificate validity", false},
 		{"an entry from a log the root does not list", func(d string) {
-			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, LogOf: testenv.NewSigstore(t)})
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.LogOf = testenv.NewVirtualSigstore(t) }))
 		}, keyless, "which the trusted root does not list", false},
+		{"another Sigstore instance", func(d string) { testenv.NewVirtualSigstore(t).SignBundle(t, reg, "team/web", d, ok) }, keyless, "which the trusted root does not list", false},
 		{"signed with a key, checked keylessly", func(d string) { testenv.CosignSignBundle(t, reg, "team/web", d, d, key) }, keyless, "without a certificate", false},
-		{"by another key", func(d string) { ss.SignBundle(t, reg, "team/web", d, ci) }, keyed, "a bundle by another key", false},
+		{"keyless, checked with a key", func(d string) { vs.SignBundle(t, reg, "team/web", d, ok) }, keyed, "a bundle by another key", false},
+		{"by another key", func(d string) {
+			other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			testenv.CosignSignBundle(t, reg, "team/web", d, d, other)
+		}, keyed, "a bundle by another key", false},
 		{"a statement of another digest", func(d string) {
 			other := reg.Push(t, "team/web:elsewhere")
-			ss.SignBundle(t, reg, "team/web", d, testenv.Keyless{Issuer: ghIssuer, Subject: ghWorkflow, SignedDigest: other})
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.SignedDigest = other }))
 		}, keyless, "a bundle for sha256:", false},
+		{"an attestation, not a signature", func(d string) {
+			vs.SignBundle(t, reg, "team/web", d, with(func(o *testenv.BundleOptions) { o.PredicateType = "https://slsa.dev/provenance/v1" }))
+		}, keyless, "of an attestation (https://slsa.dev/provenance/v1)", false},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -336,31 +310,60 @@ func TestCosign3Bundles(t *testing.T) {
 	}
 }
 
-// The real public bundle (an intoto entry with a certificate chain)
-// passes verifyBundle whole under the public root and the workflow's
-// identity; its statement is SLSA provenance, not an image signature.
+// The real public bundle (an intoto entry with a certificate chain,
+// signed on Sigstore's public instance by a GitHub Actions workflow of
+// sigstore-js) verifies whole under the embedded public root and the
+// workflow's identity, for its statement's subject; its statement is
+// SLSA provenance, not an image signature; another identity, another
+// subject, and a log time changed by a second do not verify.
 func TestARealPublicBundleVerifiesWhole(t *testing.T) {
 	data, err := os.ReadFile("testdata/sigstore-go/bundle-provenance.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := NewIdentity(ghIssuer, "", "https://github.com/sigstore/sigstore-js/.github/workflows/release.yml@refs/heads/main", "")
-	payload, by, err := verifyBundle(&Policy{Identity: id}, data)
-	if err != nil || by != "keyless, https://github.com/sigstore/sigstore-js/.github/workflows/release.yml@refs/heads/main (issuer "+ghIssuer+")" {
+	b, err := bundleEntity(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Subject []struct {
+			Digest map[string]string `json:"digest"`
+		} `json:"subject"`
+	}
+	if err := json.Unmarshal(b.GetDsseEnvelope().GetPayload(), &st); err != nil || len(st.Subject) == 0 {
+		t.Fatalf("the statement: %v", err)
+	}
+	subject, _ := hex.DecodeString(st.Subject[0].Digest["sha512"])
+	if len(subject) == 0 {
+		t.Fatalf("the statement's subject: %v", st.Subject)
+	}
+	workflow := "https://github.com/sigstore/sigstore-js/.github/workflows/release.yml@refs/heads/main"
+	id, _ := NewIdentity(ghIssuer, "", workflow, "")
+	by, err := (&Policy{Identity: id}).verifyEntity(b, func() verify.ArtifactPolicyOption { return verify.WithArtifactDigest("sha512", subject) })
+	if err != nil || by != "keyless, "+workflow+" (issuer "+ghIssuer+")" {
 		t.Fatalf("%q, %v", by, err)
 	}
-	if err := imageStatement(payload, "sha256:00"); err == nil || !strings.Contains(err.Error(), "of an attestation (https://slsa.dev/provenance/") {
-		t.Errorf("the statement: %v", err)
+	if _, err := verifyBundle(&Policy{Identity: id}, data, "sha256:"+strings.Repeat("0", 64)); err == nil || !strings.Contains(err.Error(), "of an attestation (https://slsa.dev/provenance/") {
+		t.Errorf("as an image's signature: %v", err)
 	}
 	other, _ := NewIdentity(ghIssuer, "", "https://github.com/sigstore/sigstore-js/.github/workflows/other.yml@refs/heads/main", "")
-	if _, _, err := verifyBundle(&Policy{Identity: other}, data); err == nil || !strings.Contains(err.Error(), "not the identity trusted") {
+	if _, err := (&Policy{Identity: other}).verifyEntity(b, func() verify.ArtifactPolicyOption { return verify.WithArtifactDigest("sha512", subject) }); err == nil || !strings.Contains(err.Error(), "not the identity trusted") {
 		t.Errorf("another identity: %v", err)
+	}
+	wrong := append([]byte(nil), subject...)
+	wrong[0] ^= 1
+	if _, err := (&Policy{Identity: id}).verifyEntity(b, func() verify.ArtifactPolicyOption { return verify.WithArtifactDigest("sha512", wrong) }); err == nil || !strings.Contains(err.Error(), "does not verify") {
+		t.Errorf("another subject: %v", err)
 	}
 	tampered := strings.Replace(string(data), `"integratedTime":"1681839912"`, `"integratedTime":"1681839913"`, 1)
 	if tampered == string(data) {
 		t.Fatal("the fixture changed")
 	}
-	if _, _, err := verifyBundle(&Policy{Identity: id}, []byte(tampered)); err == nil || !strings.Contains(err.Error(), "signed entry timestamp") {
+	tb, err := bundleEntity([]byte(tampered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Policy{Identity: id}).verifyEntity(tb, func() verify.ArtifactPolicyOption { return verify.WithArtifactDigest("sha512", subject) }); err == nil || !strings.Contains(err.Error(), "does not verify") {
 		t.Errorf("a changed log time: %v", err)
 	}
 }

@@ -104,6 +104,7 @@ func TestChartsRenderAsTheHelmReleaseBinary(t *testing.T) {
 			values: []string{"../../values/ghost.yaml"}},
 		{name: "apisix with etcd and its CRDs", chart: "bitnami/apisix", release: "gateway", namespace: "ingress", crds: true},
 		{name: "what the chart is told of the cluster, by default", chart: "capabilities", release: "caps", namespace: "default"},
+		{name: "sprig's conversions where spf13/cast versions differ", chart: "conversions", release: "conv", namespace: "default"},
 		{name: "what the chart is told of the cluster, as asked", chart: "capabilities", release: "caps", namespace: "default",
 			kubeVersion: "v1.31.2-gke.1200", apiVersions: []string{"monitoring.coreos.com/v1/ServiceMonitor"}},
 	}

@@ -342,37 +342,6 @@ func (o *Keyless) signing(digest string) time.Time {
 	return o.IssuedAt.Truncate(time.Second)
 }
 
-// SignBundle attaches a keyless signature of repo@digest as cosign 3
-// does: a Sigstore bundle (v0.3) holding a DSSE envelope of the in-toto
-// statement https://sigstore.dev/cosign/sign/v1 whose subject is the
-// digest, the signing certificate, and the transparency log's dsse entry
-// with its signed promise, pushed as an OCI referrer of the digest.
-// o.SignedDigest names another subject (a moved signature); o.NoBundle
-// leaves the log entry out.
-func (s *Sigstore) SignBundle(t TB, reg *Registry, repo, digest string, o Keyless) {
-	t.Helper()
-	at := o.signing(digest)
-	key := ecKey(t)
-	cert := s.issue(t, key, o, at)
-	signer := key
-	if o.WrongKey {
-		signer = ecKey(t)
-	}
-	payload, sig := signStatement(t, signer, o.SignedDigest)
-	material := map[string]any{"certificate": map[string][]byte{"rawBytes": cert.Raw}}
-	if !o.NoBundle {
-		l, loggedAt := s.log(o, at)
-		material["tlogEntries"] = []any{l.dsseEntry(t, payload, sig, cert, loggedAt, o.BadSET)}
-	}
-	if o.OtherEntry {
-		// The genuine entry of another statement, by another key.
-		otherKey := ecKey(t)
-		otherPayload, otherSig := signStatement(t, otherKey, "sha256:"+strings.Repeat("0", 64))
-		material["tlogEntries"] = []any{s.dsseEntry(t, otherPayload, otherSig, s.issue(t, otherKey, o, at), at, false)}
-	}
-	pushBundle(t, reg, repo, digest, payload, sig, material)
-}
-
 // CosignSignBundle attaches a signature by key of repo@digest as `cosign
 // sign --key` (cosign 3) does: a Sigstore bundle whose verification
 // material is the key's hint.
@@ -396,31 +365,6 @@ func signStatement(t TB, key *ecdsa.PrivateKey, digest string) (payload, sig []b
 	return payload, sig
 }
 
-// dsseEntry records a dsse (0.0.1) entry of the envelope and returns it
-// as a bundle's tlogEntries holds it, with the log's signed promise.
-func (s *Sigstore) dsseEntry(t TB, payload, sig []byte, cert *x509.Certificate, at time.Time, bad bool) map[string]any {
-	t.Helper()
-	sum := sha256.Sum256(payload)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": "0.0.1", "kind": "dsse",
-		"spec": map[string]any{
-			"payloadHash": map[string]string{"algorithm": "sha256", "value": hex.EncodeToString(sum[:])},
-			"signatures":  []map[string][]byte{{"signature": sig, "verifier": certPEM}},
-		},
-	})
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	p, set := s.promise(t, body, at, bad)
-	logID, _ := hex.DecodeString(p.LogID)
-	return map[string]any{
-		"logIndex": fmt.Sprint(p.LogIndex), "logId": map[string][]byte{"keyId": logID},
-		"kindVersion": map[string]string{"kind": "dsse", "version": "0.0.1"}, "integratedTime": fmt.Sprint(p.IntegratedTime),
-		"inclusionPromise": map[string][]byte{"signedEntryTimestamp": set}, "canonicalizedBody": body,
-	}
-}
-
 // pushBundle pushes a bundle as an OCI referrer of repo@digest, laid out
 // as cosign 3 writes it (the registry's referrers tag updated where it
 // has no referrers API).
@@ -435,6 +379,14 @@ func pushBundle(t TB, reg *Registry, repo, digest string, payload, sig []byte, m
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
+	PushBundle(t, reg, repo, digest, bundle)
+}
+
+// PushBundle pushes a Sigstore bundle (JSON) as an OCI referrer of
+// repo@digest, laid out as cosign 3 writes it.
+func PushBundle(t TB, reg *Registry, repo, digest string, bundle []byte) {
+	t.Helper()
+	const bundleType = "application/vnd.dev.sigstore.bundle.v0.3+json"
 	r, err := name.NewRepository(reg.Host + "/" + repo)
 	if err != nil {
 		t.Fatalf("%v", err)
