@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -162,7 +163,14 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	if err != nil {
 		return nil, nil, hydrate.Options{}, err
 	}
+	// Keyless rules under Sigstore's public instance: its root as its TUF
+	// repository has it now (fetched once, when a rule first asks).
+	public := &imagesig.PublicRoot{CacheDir: filepath.Join(dir, "sigstore"), Log: slog.Default()}
 	h.ImagePolicyFor = func(_ config.ManifestSync, rule v1alpha1.ImageRule) (*imagesig.Policy, error) {
+		root := root
+		if root == nil && rule.Verify.Keyless != nil {
+			root = public.Root(context.Background())
+		}
 		pol, err := imagesig.PolicyFor(rule.Verify, cosignKeys, root)
 		if err != nil && rule.Verify.Keyless == nil {
 			return nil, fmt.Errorf("%w: give its public key with --cosign-key", err)

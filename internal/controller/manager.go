@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ import (
 	"sluice.dev/sluice/internal/credentials"
 	"sluice.dev/sluice/internal/dashboard"
 	"sluice.dev/sluice/internal/egress"
+	"sluice.dev/sluice/internal/imagesig"
 	"sluice.dev/sluice/internal/preview"
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
@@ -247,6 +249,7 @@ func Run(ctx context.Context, o Options) error {
 	eng := newEngines(o.CacheDir, o.RegistryRPS, o.Insecure, o.Limits, policy)
 	eng.limiter.OnWait(newRateWarning(o.RegistryRPS, o.Log).wait)
 	sec := credentials.NewSecrets(mgr.GetAPIReader())
+	sec.Public = &imagesig.PublicRoot{CacheDir: filepath.Join(o.CacheDir, "sigstore"), Log: o.Log}
 	rec := mgr.GetEventRecorder("sluice-controller")
 	batch := newBatcher(egress.WithPolicy(ctx, policy), eng, o.Concurrent, o.Log)
 	batch.base.Egress, batch.base.NoRemoteBases, batch.base.Sandbox = policy, o.NoRemoteBases, o.Sandbox

@@ -39,6 +39,9 @@ const (
 type Secrets struct {
 	reader client.Reader
 	ttl    time.Duration
+	// Public is Sigstore's public trusted root, for keyless rules that
+	// name none (nil: the root embedded in Sluice).
+	Public *imagesig.PublicRoot
 
 	mu   sync.Mutex
 	read map[client.ObjectKey]readSecret
@@ -214,6 +217,8 @@ func (s *Secrets) ImagePolicies(ctx context.Context, namespace string, rules []v
 			}); err != nil {
 				return nil, fmt.Errorf("spec.images[%d].verify.keyless.trustedRootRef: Secret %s/%s key trusted_root.json: %w", i, namespace, ref.Name, err)
 			}
+		case v.Keyless != nil && s.Public != nil:
+			root = s.Public.Root(ctx)
 		case v.Keyless == nil && v.SecretRef != nil:
 			sec, err := s.Get(ctx, namespace, v.SecretRef)
 			if err != nil {
