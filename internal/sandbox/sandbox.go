@@ -329,10 +329,12 @@ func (s *Sandbox) spawn(limits Limits, warm bool) (*worker, error) {
 	}
 	cmd := &exec.Cmd{Path: s.command[0], Args: s.command, Stdin: inR, Stdout: outW, Stderr: errW,
 		// Nothing of this process's environment: no credentials, no
-		// proxy, no home. The Go runtime collects as `sluice` does (rarely,
-		// under a soft limit that keeps a large render near its live heap).
+		// proxy, no home. The Go runtime collects at twice the live heap
+		// (a warm worker's small renders at GOGC 400 left it five times
+		// what it kept: BENCHMARKS.md), under a soft limit that keeps a
+		// large render near its live heap.
 		Env: append(append([]string{
-			"GOGC=400",
+			"GOGC=200",
 			fmt.Sprintf("GOMEMLIMIT=%d", min(limits.Memory*3/4, 256<<20)),
 			"GOTRACEBACK=single",
 		}, startupDirs()...), s.env...),
