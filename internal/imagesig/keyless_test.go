@@ -383,3 +383,34 @@ func wantVerified(t *testing.T, by string, err error, want string, ok bool) {
 		t.Fatalf("got %q, %v; want an error saying %q", by, err, want)
 	}
 }
+
+// A registry whose referrers API names a bundle's artifact type by its
+// config's media type (OCI's empty config, as cosign 3 writes it), not
+// the manifest's own artifactType: the bundle is still found, by reading
+// the manifest; a referrer that is no bundle is not taken for one.
+func TestABundleIsFoundWhereTheReferrersAPIReportsTheConfigType(t *testing.T) {
+	reg := testenv.NewRegistryWithReferrers(t)
+	c := registry.New()
+	vs := testenv.NewVirtualSigstore(t)
+	root, err := ParseTrustedRoot(vs.TrustedRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const signer = "release@team.example"
+	id, _ := NewIdentity(ghIssuer, "", signer, "")
+	d := reg.Push(t, "team/web:v1")
+	vs.SignBundle(t, reg, "team/web", d, testenv.BundleOptions{Identity: signer, Issuer: ghIssuer})
+	descs, err := c.Referrers(context.Background(), reg.Host+"/team/web", d, BundleArtifactType)
+	if err != nil || len(descs) != 1 {
+		t.Fatalf("referrers of type %s: %v, %v", BundleArtifactType, descs, err)
+	}
+	by, err := VerifyCosign(context.Background(), c, reg.Host+"/team/web", d, &Policy{Identity: id, Root: root})
+	wantVerified(t, by, err, "keyless, "+signer, true)
+
+	// An SBOM-like referrer of the same empty config is not a bundle.
+	other := reg.Push(t, "team/web:v2")
+	testenv.PushReferrer(t, reg, "team/web", other, "application/spdx+json", []byte(`{"spdxVersion":"SPDX-2.3"}`))
+	if descs, err := c.Referrers(context.Background(), reg.Host+"/team/web", other, BundleArtifactType); err != nil || len(descs) != 0 {
+		t.Errorf("an SBOM taken for a bundle: %v, %v", descs, err)
+	}
+}

@@ -6,6 +6,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -437,13 +438,17 @@ func isDone(ch chan struct{}) bool {
 // Referrers lists the manifests that name repo@digest as their subject
 // and are of artifactType: from the registry's referrers API, or the
 // referrers tag (sha256-<hex>) where it has none. None is no error.
+//
+// Some registries' referrers API names an artifact's type by its config's
+// media type (go-containerregistry's own registry does, others did before
+// OCI 1.1 settled): a referrer reported as OCI's empty config or with no
+// type is read, and its manifest's own artifactType decides.
 func (c *Client) Referrers(ctx context.Context, repo, digest, artifactType string) ([]v1.Descriptor, error) {
 	d, err := name.NewDigest(repo+"@"+digest, c.nameOptions(repo)...)
 	if err != nil {
 		return nil, err
 	}
-	opts := append(c.Options(ctx), remote.WithFilter("artifactType", artifactType))
-	idx, err := remote.Referrers(d, opts...)
+	idx, err := remote.Referrers(d, c.Options(ctx)...)
 	if err != nil {
 		if errors.Is(classify(d.String(), err), ErrNotFound) {
 			return nil, nil
@@ -455,10 +460,52 @@ func (c *Client) Referrers(ctx context.Context, repo, digest, artifactType strin
 		return nil, fmt.Errorf("listing what refers to %s: %w", d, err)
 	}
 	var out []v1.Descriptor
+	read := 0
 	for _, desc := range m.Manifests {
-		if desc.ArtifactType == artifactType {
+		switch desc.ArtifactType {
+		case artifactType:
 			out = append(out, desc)
+		case "", emptyConfig:
+			if read++; read > maxAmbiguousReferrers {
+				continue
+			}
+			own, err := c.artifactType(ctx, d.Context().Digest(desc.Digest.String()))
+			if err != nil {
+				return nil, fmt.Errorf("reading %s, which refers to %s: %w", desc.Digest, d, err)
+			}
+			if own == artifactType {
+				desc.ArtifactType = own
+				out = append(out, desc)
+			}
 		}
 	}
 	return out, nil
+}
+
+// emptyConfig is OCI's empty config, which artifacts carry.
+const emptyConfig = "application/vnd.oci.empty.v1+json"
+
+// maxAmbiguousReferrers bounds the referrers read for their own type.
+const maxAmbiguousReferrers = 64
+
+// artifactType reads a manifest's own artifact type: its artifactType,
+// else its config's media type (as OCI 1.1 defines it).
+func (c *Client) artifactType(ctx context.Context, ref name.Digest) (string, error) {
+	desc, err := remote.Get(ref, c.Options(ctx)...)
+	if err != nil {
+		return "", classify(ref.String(), err)
+	}
+	var m struct {
+		ArtifactType string `json:"artifactType"`
+		Config       struct {
+			MediaType string `json:"mediaType"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(desc.Manifest, &m); err != nil {
+		return "", err
+	}
+	if m.ArtifactType != "" {
+		return m.ArtifactType, nil
+	}
+	return m.Config.MediaType, nil
 }

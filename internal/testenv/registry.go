@@ -35,11 +35,20 @@ type Registry struct {
 	fail atomic.Pointer[func(*http.Request) int]
 }
 
-// NewRegistry starts a registry; it stops when the test ends.
-func NewRegistry(t TB) *Registry {
+// NewRegistry starts a registry; it stops when the test ends. It has no
+// referrers API: clients keep the referrers tag (sha256-<hex>).
+func NewRegistry(t TB) *Registry { return newRegistry(t, false) }
+
+// NewRegistryWithReferrers starts a registry with the OCI 1.1 referrers
+// API, answering as go-containerregistry's registry does (and some
+// registries did before OCI 1.1 settled): a referrer's artifactType is
+// its config's media type, not the manifest's own artifactType.
+func NewRegistryWithReferrers(t TB) *Registry { return newRegistry(t, true) }
+
+func newRegistry(t TB, referrers bool) *Registry {
 	t.Helper()
 	r := &Registry{}
-	h := registry.New(registry.Logger(nopLogger()))
+	h := registry.New(registry.Logger(nopLogger()), registry.WithReferrersSupport(referrers))
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.Requests.Add(1)
 		if strings.Contains(req.URL.Path, "/blobs/uploads/") {

@@ -386,7 +386,13 @@ func pushBundle(t TB, reg *Registry, repo, digest string, payload, sig []byte, m
 // repo@digest, laid out as cosign 3 writes it.
 func PushBundle(t TB, reg *Registry, repo, digest string, bundle []byte) {
 	t.Helper()
-	const bundleType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	PushReferrer(t, reg, repo, digest, "application/vnd.dev.sigstore.bundle.v0.3+json", bundle)
+}
+
+// PushReferrer pushes data as an OCI artifact of bundleType (its one
+// layer; OCI's empty config) referring to repo@digest.
+func PushReferrer(t TB, reg *Registry, repo, digest, bundleType string, bundle []byte) {
+	t.Helper()
 	r, err := name.NewRepository(reg.Host + "/" + repo)
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -396,7 +402,7 @@ func PushBundle(t TB, reg *Registry, repo, digest string, bundle []byte) {
 		t.Fatalf("%v", err)
 	}
 	config := static.NewLayer([]byte("{}"), "application/vnd.oci.empty.v1+json")
-	layer := static.NewLayer(bundle, bundleType)
+	layer := static.NewLayer(bundle, types.MediaType(bundleType))
 	for _, l := range []v1.Layer{config, layer} {
 		if err := remote.WriteLayer(r, l); err != nil {
 			t.Fatalf("%v", err)
@@ -408,18 +414,21 @@ func PushBundle(t TB, reg *Registry, repo, digest string, bundle []byte) {
 		m, _ := l.MediaType()
 		return map[string]any{"mediaType": m, "digest": d.String(), "size": n}
 	}
-	manifest, err := json.Marshal(map[string]any{
+	m := map[string]any{
 		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "artifactType": bundleType,
 		"config": desc(config), "layers": []any{desc(layer)},
-		"subject":     map[string]any{"mediaType": subject.MediaType, "digest": subject.Digest.String(), "size": subject.Size},
-		"annotations": map[string]string{"dev.sigstore.bundle.content": "dsse-envelope", "dev.sigstore.bundle.predicateType": "https://sigstore.dev/cosign/sign/v1"},
-	})
+		"subject": map[string]any{"mediaType": subject.MediaType, "digest": subject.Digest.String(), "size": subject.Size},
+	}
+	if strings.HasPrefix(bundleType, "application/vnd.dev.sigstore.bundle") {
+		m["annotations"] = map[string]string{"dev.sigstore.bundle.content": "dsse-envelope", "dev.sigstore.bundle.predicateType": "https://sigstore.dev/cosign/sign/v1"}
+	}
+	manifest, err := json.Marshal(m)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
 	sum := sha256.Sum256(manifest)
 	if err := remote.Put(r.Digest("sha256:"+hex.EncodeToString(sum[:])), rawManifest{manifest, "application/vnd.oci.image.manifest.v1+json"}); err != nil {
-		t.Fatalf("pushing the bundle of %s: %v", digest, err)
+		t.Fatalf("pushing the %s referring to %s: %v", bundleType, digest, err)
 	}
 }
 
