@@ -18,7 +18,7 @@ build:
 
 # What the tests need, built once into bin/ (most of the 26 minutes a cold make test takes on 2 cores): the
 # control plane (kube-apiserver, etcd, kube-controller-manager), the helm
-# and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for), the cosign CLI tests sign images with, the Flux controllers and
+# and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for), the cosign and Notation CLIs tests sign images with, the Flux controllers and
 # Argo CD's ApplicationSet controller live sessions hand clusters back to,
 # Argo CD's own manifest generation renders as an Application are compared with,
 # Gitea (a real forge sending webhooks), Sluice's own image binary, and
@@ -31,6 +31,7 @@ tools:
 	hack/sops/build.sh >/dev/null
 	hack/local-kms/build.sh >/dev/null
 	hack/cosign/build.sh >/dev/null
+	hack/notation/build.sh >/dev/null
 	hack/flux/build.sh >/dev/null
 	hack/argocd/build.sh >/dev/null
 	hack/argocd/build.sh argocd-manifests >/dev/null

@@ -209,12 +209,16 @@ type ImageRule struct {
 
 // ImageVerify says whose signature an image must carry.
 type ImageVerify struct {
-	// Provider is cosign: signatures where `cosign sign` writes them.
-	// +kubebuilder:validation:Enum=cosign
+	// Provider is cosign (signatures where `cosign sign` writes them) or
+	// notation (signatures `notation sign` attaches, checked against a
+	// Notation trust policy).
+	// +kubebuilder:validation:Enum=cosign;notation
 	Provider string `json:"provider"`
-	// SecretRef names a Secret holding the trusted public key under
-	// cosign.pub (as `cosign generate-key-pair` writes it). One of
-	// secretRef and keyless.
+	// SecretRef names a Secret holding, for cosign, the trusted public
+	// key under cosign.pub (as `cosign generate-key-pair` writes it; one
+	// of secretRef and keyless); for notation, the trust policy under
+	// trustpolicy.json and the certificates of its trust stores under
+	// keys ending .crt or .pem (as Flux's OCIRepository reads it).
 	// +optional
 	SecretRef *SecretRef `json:"secretRef,omitempty"`
 	// Keyless trusts signatures made without a key (`cosign sign` with

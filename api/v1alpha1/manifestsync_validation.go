@@ -251,9 +251,18 @@ func validatePullRequest(d Destination, p *field.Path) field.ErrorList {
 	return errs
 }
 
+// The providers of image signatures.
+const (
+	VerifyCosign   = "cosign"
+	VerifyNotation = "notation"
+)
+
 // Key says what a rule's verification is read and remembered under:
 // rules with equal keys trust the same signatures.
 func (v *ImageVerify) Key() string {
+	if v.Provider == VerifyNotation && v.SecretRef != nil {
+		return "notation " + v.SecretRef.Name
+	}
 	if v.Keyless != nil {
 		k := v.Keyless
 		root := ""
@@ -270,8 +279,18 @@ func (v *ImageVerify) Key() string {
 
 func (v *ImageVerify) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if v.Provider != "cosign" {
-		errs = append(errs, field.NotSupported(p.Child("provider"), v.Provider, []string{"cosign"}))
+	switch v.Provider {
+	case VerifyCosign:
+	case VerifyNotation:
+		switch {
+		case v.Keyless != nil:
+			errs = append(errs, field.Forbidden(p.Child("keyless"), "notation checks signatures against a trust policy: give secretRef"))
+		case v.SecretRef == nil || v.SecretRef.Name == "":
+			errs = append(errs, field.Required(p.Child("secretRef"), "the Secret holding trustpolicy.json and the certificates of its trust stores"))
+		}
+		return errs
+	default:
+		errs = append(errs, field.NotSupported(p.Child("provider"), v.Provider, []string{VerifyCosign, VerifyNotation}))
 	}
 	switch {
 	case v.SecretRef == nil && v.Keyless == nil:

@@ -84,7 +84,10 @@ func TestImageVerifyNeedsAKeyOrAnIdentity(t *testing.T) {
 		{"no issuer", ImageVerify{Provider: "cosign", Keyless: &Keyless{Subject: "s"}}, "spec.images[0].verify.keyless.issuer: Required"},
 		{"two subjects", ImageVerify{Provider: "cosign", Keyless: &Keyless{Issuer: "i", Subject: "s", SubjectRegExp: "s"}}, "spec.images[0].verify.keyless.subject: Required"},
 		{"a bad expression", ImageVerify{Provider: "cosign", Keyless: &Keyless{Issuer: "i", SubjectRegExp: "("}}, "spec.images[0].verify.keyless.subjectRegExp: Invalid"},
-		{"another provider", ImageVerify{Provider: "notation", SecretRef: key}, "spec.images[0].verify.provider: Unsupported"},
+		{"notation", ImageVerify{Provider: "notation", SecretRef: &SecretRef{Name: "trust"}}, ""},
+		{"notation without its trust policy", ImageVerify{Provider: "notation"}, "spec.images[0].verify.secretRef: Required"},
+		{"notation, keyless", ImageVerify{Provider: "notation", Keyless: &Keyless{Issuer: "i", Subject: "s"}}, "spec.images[0].verify.keyless: Forbidden"},
+		{"another provider", ImageVerify{Provider: "gpg", SecretRef: key}, "spec.images[0].verify.provider: Unsupported"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := ImageRule{Name: "registry.example.com/web", Strategy: StrategyMutableTag, Verify: &c.v}

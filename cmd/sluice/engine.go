@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -41,6 +42,8 @@ type engineFlags struct {
 	trustedKeys   []string
 	cosignKeys    []string
 	trustedRoot   string
+	notationTrust string
+	notationCerts []string
 }
 
 func (e *engineFlags) add(fl *pflag.FlagSet) {
@@ -56,6 +59,8 @@ func (e *engineFlags) addSigning(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&e.trustedKeys, "trusted-keys", nil, "a file of trusted keys (armored OpenPGP public keys, or SSH allowed signers) that sources with spec.source.verify must be signed by (repeatable)")
 	fl.StringArrayVar(&e.cosignKeys, "cosign-key", nil, "a cosign public key (cosign.pub) that images whose rule has verify.secretRef must be signed by (repeatable)")
 	fl.StringVar(&e.trustedRoot, "trusted-root", "", "the Sigstore trusted_root.json that keyless signatures (verify.keyless) are checked against (default: Sigstore's public instance)")
+	fl.StringVar(&e.notationTrust, "notation-trust-policy", "", "the Notation trust policy (trustpolicy.json) that images whose rule has verify.provider notation are checked against")
+	fl.StringArrayVar(&e.notationCerts, "notation-cert", nil, "a certificate (.crt or .pem) of the Notation trust policy's trust stores (repeatable)")
 }
 
 // addCache adds the flags of the caches and registries, and the limits.
@@ -166,7 +171,17 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	// Keyless rules under Sigstore's public instance: its root as its TUF
 	// repository has it now (fetched once, when a rule first asks).
 	public := &imagesig.PublicRoot{CacheDir: filepath.Join(dir, "sigstore"), Log: slog.Default()}
+	notation, err := imagesig.LoadNotation(e.notationTrust, e.notationCerts)
+	if err != nil {
+		return nil, nil, hydrate.Options{}, err
+	}
 	h.ImagePolicyFor = func(_ config.ManifestSync, rule v1alpha1.ImageRule) (*imagesig.Policy, error) {
+		if rule.Verify.Provider == v1alpha1.VerifyNotation {
+			if notation == nil {
+				return nil, errors.New("verify.provider notation: give the trust policy with --notation-trust-policy and its certificates with --notation-cert")
+			}
+			return &imagesig.Policy{Notation: notation, Name: "the trust policy " + e.notationTrust}, nil
+		}
 		root := root
 		if root == nil && rule.Verify.Keyless != nil {
 			root = public.Root(context.Background())

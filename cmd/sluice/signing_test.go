@@ -146,21 +146,8 @@ func TestAProtectedBranchThatRequiresSignedCommitsTakesSignedHydrations(t *testi
 // whose rule has verify.keyless: the identity comes from the rule, the
 // trusted root from the flag (Sigstore's public instance without it).
 func TestHydrateVerifiesKeylessImageSignatures(t *testing.T) {
-	reg := testenv.NewRegistry(t)
-	digest := reg.Push(t, "team/web:v1")
-	srv := testenv.NewGitServer(t)
-	app := srv.CreateRepo(t, "app")
-	w := testenv.NewWork(t, app)
-	w.Write(map[string]string{
-		"k/kustomization.yaml": "resources: [deploy.yaml]\n",
-		"k/deploy.yaml":        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: " + reg.Host + "/team/web:v1}]\n",
-	}).Commit("init")
-	w.Push("main")
-	dst := srv.CreateRepo(t, "deploy")
-	syncs := t.TempDir()
 	const workflow = "release@team.example"
-	os.WriteFile(filepath.Join(syncs, "web.yaml"), []byte("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: web}\nspec:\n  source: {repo: "+app+", path: k}\n  destination: {repo: "+dst+", branch: env/dev, path: apps/web}\n"+
-		"  images:\n  - name: "+reg.Host+"/team/web\n    verify: {provider: cosign, keyless: {issuer: https://token.actions.githubusercontent.com, subject: \""+workflow+"\"}}\n"), 0o644)
+	reg, digest, srv, syncs := signedImageSync(t, "{provider: cosign, keyless: {issuer: https://token.actions.githubusercontent.com, subject: \""+workflow+"\"}}")
 	ss := testenv.NewVirtualSigstore(t)
 	// As cosign 3 signs: a Sigstore bundle referring to the digest (a
 	// Rekor v2 entry and a timestamp).
@@ -191,4 +178,58 @@ func TestHydrateVerifiesKeylessImageSignatures(t *testing.T) {
 	if _, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", cache, "--trusted-root", syncs); code != 2 || !strings.Contains(stderr, "--trusted-root") {
 		t.Errorf("a trusted root that is not one: exit %d\n%s", code, stderr)
 	}
+}
+
+// `sluice hydrate --notation-trust-policy --notation-cert` pins the
+// images whose rule has verify.provider notation only when a signature
+// the Notation CLI made verifies under that policy; without the flags it
+// says what to give.
+func TestHydrateVerifiesNotationImageSignatures(t *testing.T) {
+	reg, digest, srv, syncs := signedImageSync(t, "{provider: notation, secretRef: {name: notation}}")
+	cli := testenv.NewNotationCLI(t, "sluice.test")
+	files := t.TempDir()
+	policy, cert := filepath.Join(files, "trustpolicy.json"), filepath.Join(files, "team.crt")
+	os.WriteFile(policy, []byte(`{"version":"1.0","trustPolicies":[{"name":"all","registryScopes":["*"],"signatureVerification":{"level":"strict"},"trustStores":["ca:team"],"trustedIdentities":["*"]}]}`), 0o644)
+	os.WriteFile(cert, cli.Certificate(t, "sluice.test"), 0o644)
+	cache := t.TempDir()
+
+	if _, stderr, code := run(t, "hydrate", "-f", syncs, "--cache-dir", cache); code == 0 || !strings.Contains(stderr, "--notation-trust-policy") {
+		t.Fatalf("no trust policy given: exit %d\n%s", code, stderr)
+	}
+	flags := []string{"hydrate", "-f", syncs, "--cache-dir", cache, "--notation-trust-policy", policy, "--notation-cert", cert}
+	if _, stderr, code := run(t, flags...); code == 0 || !strings.Contains(stderr, "is not pinned: no Notation signature") {
+		t.Fatalf("an unsigned image: exit %d\n%s", code, stderr)
+	}
+	cli.Sign(t, reg, "team/web", digest)
+	if out, stderr, code := run(t, append(flags, "-o", "json")...); code != 0 || !strings.Contains(out, `"committed"`) {
+		t.Fatalf("a signed image: exit %d\n%s\n%s", code, out, stderr)
+	}
+	clone := t.TempDir()
+	testenv.Git(t, clone, "clone", "-q", "--branch", "env/dev", srv.URL("deploy"), ".")
+	prov, _ := os.ReadFile(filepath.Join(clone, "apps/web/.sluice.yaml"))
+	if !strings.Contains(string(prov), "verified: notation CN=sluice.test") {
+		t.Errorf("provenance:\n%s", prov)
+	}
+}
+
+// signedImageSync is a sync of a kustomization naming one image (pushed,
+// its digest returned) whose rule verifies as verify says, writing into
+// the repository deploy of srv; syncs is its folder.
+func signedImageSync(t *testing.T, verify string) (reg *testenv.Registry, digest string, srv *testenv.GitServer, syncs string) {
+	t.Helper()
+	reg = testenv.NewRegistry(t)
+	digest = reg.Push(t, "team/web:v1")
+	srv = testenv.NewGitServer(t)
+	app := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, app)
+	w.Write(map[string]string{
+		"k/kustomization.yaml": "resources: [deploy.yaml]\n",
+		"k/deploy.yaml":        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: " + reg.Host + "/team/web:v1}]\n",
+	}).Commit("init")
+	w.Push("main")
+	dst := srv.CreateRepo(t, "deploy")
+	syncs = t.TempDir()
+	os.WriteFile(filepath.Join(syncs, "web.yaml"), []byte("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: web}\nspec:\n  source: {repo: "+app+", path: k}\n  destination: {repo: "+dst+", branch: env/dev, path: apps/web}\n"+
+		"  images:\n  - name: "+reg.Host+"/team/web\n    verify: "+verify+"\n"), 0o644)
+	return reg, digest, srv, syncs
 }

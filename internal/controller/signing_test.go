@@ -178,3 +178,34 @@ func TestAnImageIsPinnedOnlyWhenAKeylessSignatureOfTheTrustedIdentityVerifies(t 
 		t.Errorf("pinned %+v, want %s verified by %s", ms.Status.Images, digest, want)
 	}
 }
+
+// images[].verify with provider notation: a digest is pinned only when a
+// signature the real Notation CLI made verifies under the trust policy
+// and certificates of a Secret (as Flux's OCIRepository reads them).
+func TestAnImageIsPinnedOnlyWhenItsNotationSignatureVerifies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	cli := testenv.NewNotationCLI(t, "sluice.test")
+	policy := `{"version":"1.0","trustPolicies":[{"name":"app","registryScopes":["` + e.reg.Host + `/team/app"],"signatureVerification":{"level":"strict"},"trustStores":["ca:team"],"trustedIdentities":["*"]}]}`
+	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "notation", Namespace: e.ns},
+		Data: map[string][]byte{"trustpolicy.json": []byte(policy), "team.crt": cli.Certificate(t, "sluice.test")}}); err != nil {
+		t.Fatal(err)
+	}
+	sync := e.apply(strings.Replace(webSync, "images: [{name: REG/team/app}]", "images: [{name: REG/team/app, verify: {provider: notation, secretRef: {name: notation}}}]", 1))
+	ms := e.ready("web", metav1.ConditionFalse, 30*time.Second)
+	digest, err := registry.New().Digest(context.Background(), e.reg.Host+"/team/app:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+	if !strings.Contains(c.Message, "is not pinned: no Notation signature") || !strings.Contains(c.Message, digest) || e.tip("env/dev") != "" {
+		t.Fatalf("an unsigned image: %s (destination %q)", c.Message, e.tip("env/dev"))
+	}
+	cli.Sign(t, e.reg, "team/app", digest)
+	e.requestReconcile(sync, time.Now().Format(time.RFC3339Nano))
+	ms = e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	if len(ms.Status.Images) != 1 || ms.Status.Images[0].Digest != digest || !strings.HasPrefix(ms.Status.Images[0].Verified, "notation CN=sluice.test") {
+		t.Errorf("pinned %+v, want %s verified by notation", ms.Status.Images, digest)
+	}
+}

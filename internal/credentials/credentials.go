@@ -203,6 +203,23 @@ func (s *Secrets) ImagePolicies(ctx context.Context, namespace string, rules []v
 		if _, ok := out[v.Key()]; ok {
 			continue
 		}
+		if v.Provider == v1alpha1.VerifyNotation {
+			sec, err := s.Get(ctx, namespace, v.SecretRef)
+			if err != nil {
+				return nil, fmt.Errorf("spec.images[%d].verify: %w", i, err)
+			}
+			n, err := parsedOnce(s, "notation", sec, func() (*imagesig.Notation, error) {
+				return imagesig.ParseNotation(sec.Data[imagesig.TrustPolicyKey], sec.Data)
+			})
+			if err != nil {
+				return nil, fmt.Errorf("spec.images[%d].verify: Secret %s/%s: %w", i, namespace, v.SecretRef.Name, err)
+			}
+			if out == nil {
+				out = map[string]*imagesig.Policy{}
+			}
+			out[v.Key()] = &imagesig.Policy{Notation: n, Name: "the trust policy of Secret " + v.SecretRef.Name}
+			continue
+		}
 		var keys imagesig.Keys
 		var root *imagesig.TrustedRoot
 		switch {

@@ -89,6 +89,9 @@ type Policy struct {
 	Keys     Keys
 	Identity *Identity
 	Root     *TrustedRoot // nil: PublicGood
+	// Notation, when set, asks for a Notation signature its trust
+	// policy accepts instead of a cosign one.
+	Notation *Notation
 	// Name says where the trust comes from, for what is recorded ("key
 	// of Secret ci-cosign").
 	Name string
@@ -97,6 +100,9 @@ type Policy struct {
 // PolicyFor is what a rule's verify trusts, given the keys of its
 // secretRef and the trusted root of its keyless (nil: PublicGood).
 func PolicyFor(v *v1alpha1.ImageVerify, keys Keys, root *TrustedRoot) (*Policy, error) {
+	if v.Provider == v1alpha1.VerifyNotation {
+		return nil, errors.New("notation: give the trust policy and certificates (a Secret's trustpolicy.json and *.crt)")
+	}
 	if k := v.Keyless; k != nil {
 		id, err := NewIdentity(k.Issuer, k.IssuerRegExp, k.Subject, k.SubjectRegExp)
 		if err != nil {
@@ -124,6 +130,9 @@ func (p *Policy) key() string {
 	if p.Identity != nil {
 		id := p.Identity
 		fmt.Fprintf(&b, " keyless %q %q %q %q %s", id.Issuer, id.IssuerRegExp, id.Subject, id.SubjectRegExp, p.root().sum)
+	}
+	if p.Notation != nil {
+		b.WriteString(" notation " + p.Notation.sum)
 	}
 	return b.String()
 }
@@ -156,7 +165,7 @@ type Verified struct {
 // signed under the same policy.
 func (v *Verified) Verify(ctx context.Context, reg *registry.Client, repo, digest string, p *Policy) (string, error) {
 	if v == nil {
-		return VerifyCosign(ctx, reg, repo, digest, p)
+		return Verify(ctx, reg, repo, digest, p)
 	}
 	k := repo + "@" + digest + p.key()
 	v.mu.Lock()
@@ -165,7 +174,7 @@ func (v *Verified) Verify(ctx context.Context, reg *registry.Client, repo, diges
 	if ok {
 		return by, nil
 	}
-	by, err := VerifyCosign(ctx, reg, repo, digest, p)
+	by, err := Verify(ctx, reg, repo, digest, p)
 	if err != nil {
 		return "", err // not remembered: a signature pushed next is seen at once
 	}
@@ -186,6 +195,16 @@ type payload struct {
 		} `json:"image"`
 		Type string `json:"type"`
 	} `json:"critical"`
+}
+
+// Verify checks that repo@digest carries a signature p trusts: a
+// Notation signature under p's Notation trust policy, else a cosign one
+// (VerifyCosign). It says whose it is.
+func Verify(ctx context.Context, reg *registry.Client, repo, digest string, p *Policy) (string, error) {
+	if p.Notation != nil {
+		return verifyNotation(ctx, reg, repo, digest, p.Notation)
+	}
+	return VerifyCosign(ctx, reg, repo, digest, p)
 }
 
 // VerifyCosign checks that repo@digest carries a signature p trusts, and

@@ -139,3 +139,10 @@ func CosignBinary(t TB) string {
 	t.Helper()
 	return versionedTool(t, "cosign")
 }
+
+// NotationBinary is the Notation CLI `make tools` builds
+// (hack/notation).
+func NotationBinary(t TB) string {
+	t.Helper()
+	return versionedTool(t, "notation")
+}
