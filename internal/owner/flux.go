@@ -3,18 +3,19 @@ package owner
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/fluxcd/pkg/envsubst"
-	"github.com/fluxcd/pkg/sourceignore/gitignore"
+	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -134,6 +135,8 @@ type fluxDecryption struct {
 type Flux struct {
 	Ref  cluster.Ref
 	spec fluxSpec
+	// obj is the Kustomization as read, for fluxcd/pkg/kustomize.
+	obj  *unstructured.Unstructured
 	kube client.Client
 	// ignore is the source's spec.ignore, read once.
 	ignore string
@@ -186,7 +189,7 @@ func ReadFlux(ctx context.Context, c *cluster.Client, ref cluster.Ref) (*Flux, e
 }
 
 func fluxOf(u *unstructured.Unstructured, kube client.Client) (*Flux, error) {
-	f := &Flux{Ref: cluster.RefOf(u), kube: kube}
+	f := &Flux{Ref: cluster.RefOf(u), kube: kube, obj: u.DeepCopy()}
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &f.spec); err != nil {
 		return nil, fmt.Errorf("Kustomization %s/%s: spec: %w", u.GetNamespace(), u.GetName(), err)
@@ -290,128 +293,106 @@ func (f *Flux) settings() []string {
 
 // kustomization is the kustomization file kustomize-controller builds the
 // folder with: the folder's own, or one listing its manifests, with the
-// Kustomization's settings over it.
+// Kustomization's settings over it, made by kustomize-controller's own
+// generator (fluxcd/pkg/kustomize, the version kustomize-controller
+// v1.9.6 links). The generator reads a directory on disk (in
+// kustomize-controller, the artifact source-controller made, without
+// what .sourceignore leaves out): it is given a temporary one holding
+// what it reads of dir, the tree itself is never written.
 func (f *Flux) kustomization(fsys source.FS, dir string, own []byte) ([]byte, error) {
-	where := f.Name()
-	k := kusttypes.Kustomization{}
-	if own != nil {
-		if err := sigsyaml.Unmarshal(own, &k); err != nil {
-			return nil, fmt.Errorf("%s: kustomization file: %w", path.Join(dir), err)
-		}
-		if len(k.Resources) == 0 {
-			// kustomize-controller asks for origins of an empty one, so
-			// that it is not refused as empty.
-			k.BuildMetadata = []string{kusttypes.OriginAnnotations}
-		}
-	} else {
-		ignored, err := ignoreMatcher(fsys, f.ignore)
-		if err != nil {
-			return nil, fmt.Errorf("%s: reading .sourceignore files: %w", where, err)
-		}
-		resources, err := scanManifests(fsys, dir, ignored)
-		if err != nil {
-			return nil, fmt.Errorf("%s: listing the manifests of %s: %w", where, dir, err)
-		}
-		if len(resources) == 0 {
-			k.Namespace = "_placeholder" // as kustomize-controller: not empty
-		}
-		k.Resources = resources
+	tmp, err := os.MkdirTemp("", "sluice-flux-")
+	if err != nil {
+		return nil, err
 	}
-	k.APIVersion, k.Kind = kusttypes.KustomizationVersion, kusttypes.KustomizationKind
-	s := f.spec
-	if s.TargetNamespace != "" {
-		k.Namespace = s.TargetNamespace
+	defer os.RemoveAll(tmp)
+	if err := f.artifact(fsys, dir, own, tmp); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name(), err)
 	}
-	if s.NamePrefix != "" {
-		k.NamePrefix = s.NamePrefix
+	data, _, _, err := fluxkustomize.NewGenerator(tmp, *f.obj).GenerateManifest(filepath.Join(tmp, filepath.FromSlash(dir)))
+	if err != nil {
+		// Named as the tree names them, not as the copy does.
+		return nil, fmt.Errorf("%s: %s", f.Name(), strings.ReplaceAll(err.Error(), tmp+string(filepath.Separator), ""))
 	}
-	if s.NameSuffix != "" {
-		k.NameSuffix = s.NameSuffix
-	}
-	for _, p := range s.Patches {
-		k.Patches = append(k.Patches, kusttypes.Patch{Patch: p.Patch, Target: p.Target.selector()})
-	}
-	for i, c := range s.Components {
-		if path.IsAbs(c) || strings.Contains(c, "://") {
-			return nil, fmt.Errorf("%s: spec.components[%d]: %q must be a local, relative path", where, i, c)
-		}
-		if s.IgnoreMissingComponents {
-			if _, err := fsys.Stat(path.Join(dir, c)); errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-		}
-		k.Components = append(k.Components, c)
-	}
-	for _, img := range s.Images {
-		i := slices.IndexFunc(k.Images, func(x kusttypes.Image) bool { return x.Name == img.Name })
-		if i < 0 {
-			k.Images = append(k.Images, kusttypes.Image{Name: img.Name, NewName: img.NewName, NewTag: img.NewTag, Digest: img.Digest})
-			continue
-		}
-		// The Kustomization's fields over the file's; a tag and a digest
-		// are one choice of version, replaced together.
-		if img.NewName != "" {
-			k.Images[i].NewName = img.NewName
-		}
-		if img.NewTag != "" || img.Digest != "" {
-			k.Images[i].NewTag, k.Images[i].Digest = img.NewTag, img.Digest
-		}
-	}
-	if len(s.BuildMetadata) > 0 {
-		k.BuildMetadata = s.BuildMetadata
-	}
-	return sigsyaml.Marshal(k)
+	return data, nil
 }
 
-// scanManifests lists, as kustomize-controller does for a folder without
-// a kustomization, every YAML file under dir and every sub-folder holding
-// a kustomization (not descended into), each relative to dir; what
-// source-controller leaves out of the artifact (ignored) is not there.
-func scanManifests(fsys source.FS, dir string, ignored gitignore.Matcher) ([]string, error) {
-	var out []string
-	err := source.Walk(context.Background(), fsys, dir, source.WalkOptions{}, func(p string, d fs.DirEntry, err error) error {
+// artifact writes into tmp what the generator reads of dir: its own
+// kustomization file, or else every manifest under it (what
+// source-controller leaves out of the artifact left out) and an empty
+// kustomization file in each sub-folder that has one (listed, not
+// descended into); and the folders the components name, where they are.
+// What it reads is read through fsys, within its limits.
+func (f *Flux) artifact(fsys source.FS, dir string, own []byte, tmp string) error {
+	at := func(p string) string { return filepath.Join(tmp, filepath.FromSlash(p)) }
+	write := func(p string, data []byte) error {
+		if err := os.MkdirAll(filepath.Dir(at(p)), 0o700); err != nil {
+			return err
+		}
+		return os.WriteFile(at(p), data, 0o600)
+	}
+	if err := os.MkdirAll(at(dir), 0o700); err != nil {
+		return err
+	}
+	for i, c := range f.spec.Components {
+		// The generator checks that a component is there (with
+		// ignoreMissingComponents); what kustomize builds it from is the
+		// tree's.
+		p := path.Join(dir, c)
+		if path.IsAbs(c) || strings.Contains(c, "://") || p == ".." || strings.HasPrefix(p, "../") {
+			continue // refused by the generator, naming it
+		}
+		if _, err := fsys.Stat(p); err == nil {
+			if err := os.MkdirAll(at(p), 0o700); err != nil {
+				return fmt.Errorf("spec.components[%d]: %w", i, err)
+			}
+		}
+	}
+	if own != nil {
+		return write(path.Join(dir, "kustomization.yaml"), own)
+	}
+	ignored, err := ignoreMatcher(fsys, f.ignore)
+	if err != nil {
+		return fmt.Errorf("reading .sourceignore files: %w", err)
+	}
+	return source.Walk(context.Background(), fsys, dir, source.WalkOptions{}, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if p == dir {
 			return nil
 		}
-		name := path.Base(p)
-		if name == ".git" || ignored.Match(strings.Split(p, "/"), d.IsDir()) {
+		if path.Base(p) == ".git" || ignored.Match(strings.Split(p, "/"), d.IsDir()) {
 			if d.IsDir() {
 				return fs.SkipDir
 			}
 			return nil
 		}
-		r := "./" + strings.TrimPrefix(p, dir+"/")
-		if dir == "." {
-			r = "./" + p
-		}
 		if d.IsDir() {
 			for _, k := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
 				if _, err := fsys.Stat(path.Join(p, k)); err == nil {
-					out = append(out, r)
+					if err := write(path.Join(p, k), nil); err != nil {
+						return err
+					}
 					return fs.SkipDir
 				}
 			}
 			return nil
 		}
-		if ext := path.Ext(name); ext != ".yaml" && ext != ".yml" {
+		if ext := path.Ext(p); ext != ".yaml" && ext != ".yml" {
 			return nil
 		}
 		data, err := fsys.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		// The file must hold Kubernetes objects, as kustomize-controller
-		// checks each file it lists (the error names file and document).
+		// Parsed here first, bounded (the generator parses each file
+		// again, unbounded): a file of no Kubernetes objects, or one
+		// whose aliases explode, is refused naming file and document.
 		if _, err := render.ParseObjects(p, data); err != nil {
 			return err
 		}
-		out = append(out, r)
-		return nil
+		return write(p, data)
 	})
-	return out, err
 }
 
 // postBuild does, object by object, what kustomize-controller does after
