@@ -16,12 +16,11 @@ import (
 
 	"github.com/fluxcd/pkg/envsubst"
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/provider"
 	kusttypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -429,7 +428,7 @@ func (f *Flux) postBuild(ctx context.Context, dec *decryptor, objects []*yaml.RN
 		}
 		if pb != nil && (len(vars) > 0 || pb.SubstituteStrategy == substituteAlways) &&
 			o.GetLabels()[annotationSubst] != disabled && o.GetAnnotations()[annotationSubst] != disabled {
-			n, err := substitute(o, vars, used)
+			n, err := f.substitute(ctx, o, vars, used)
 			if err != nil {
 				return nil, fmt.Errorf("%s: post-build substitution in %s: %w", f.Name(), subject, err)
 			}
@@ -571,38 +570,27 @@ func (f *Flux) variables(ctx context.Context) (vars, from map[string]string, err
 		if len(vars) >= maxVariables || size > maxVariablesBytes {
 			return fmt.Errorf("%s: spec.postBuild: more than %d variables or %d MiB of them", f.Name(), maxVariables, maxVariablesBytes>>20)
 		}
-		vars[k], from[k] = strings.ReplaceAll(v, "\n", ""), src
+		vars[k], from[k] = v, src
 		return nil
 	}
+	// Each reference loaded by kustomize-controller's own loader
+	// (fluxcd/pkg/kustomize), one at a time so that the report can say
+	// where each variable came from; later ones override earlier ones,
+	// as in one load.
+	refs, _, _ := unstructured.NestedSlice(f.obj.Object, "spec", "postBuild", "substituteFrom")
 	for i, ref := range f.spec.PostBuild.SubstituteFrom {
-		src := ref.Kind + " " + ref.Name
-		key := client.ObjectKey{Namespace: f.Ref.Namespace, Name: ref.Name}
-		var data map[string]string
-		switch ref.Kind {
-		case "ConfigMap":
-			var cm corev1.ConfigMap
-			if err := f.kube.Get(ctx, key, &cm); err != nil {
-				if ref.Optional && apierrors.IsNotFound(err) {
-					continue
-				}
-				return nil, nil, fmt.Errorf("%s: spec.postBuild.substituteFrom[%d]: reading %s/%s: %w", f.Name(), i, src, f.Ref.Namespace, err)
-			}
-			data = cm.Data
-		case "Secret":
-			var s corev1.Secret
-			if err := f.kube.Get(ctx, key, &s); err != nil {
-				if ref.Optional && apierrors.IsNotFound(err) {
-					continue
-				}
-				return nil, nil, fmt.Errorf("%s: spec.postBuild.substituteFrom[%d]: reading %s/%s: %w", f.Name(), i, src, f.Ref.Namespace, err)
-			}
-			data = map[string]string{}
-			for k, v := range s.Data {
-				data[k] = string(v)
-			}
-		default:
+		if ref.Kind != "ConfigMap" && ref.Kind != "Secret" {
 			return nil, nil, fmt.Errorf("%s: spec.postBuild.substituteFrom[%d].kind %q: must be ConfigMap or Secret", f.Name(), i, ref.Kind)
 		}
+		one := f.obj.DeepCopy()
+		if err := unstructured.SetNestedSlice(one.Object, []any{refs[i]}, "spec", "postBuild", "substituteFrom"); err != nil {
+			return nil, nil, err
+		}
+		data, err := fluxkustomize.LoadVariables(ctx, f.kube, *one)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: spec.postBuild.substituteFrom[%d]: %w", f.Name(), i, err)
+		}
+		src := ref.Kind + " " + ref.Name
 		for _, k := range slices.Sorted(maps.Keys(data)) {
 			if err := add(k, data[k], src); err != nil {
 				return nil, nil, err
@@ -610,7 +598,7 @@ func (f *Flux) variables(ctx context.Context) (vars, from map[string]string, err
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(f.spec.PostBuild.Substitute)) {
-		if err := add(k, f.spec.PostBuild.Substitute[k], sourceInlineVarName); err != nil {
+		if err := add(k, strings.ReplaceAll(f.spec.PostBuild.Substitute[k], "\n", ""), sourceInlineVarName); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -627,28 +615,48 @@ func (f *Flux) variables(ctx context.Context) (vars, from map[string]string, err
 // resource: its JSON turned into YAML), then read back. A variable that
 // is not set and has no default fails, as kustomize-controller v1.9's
 // default StrictPostBuildSubstitutions makes it.
-func substitute(o *yaml.RNode, vars map[string]string, used map[string]bool) (*yaml.RNode, error) {
+func (f *Flux) substitute(ctx context.Context, o *yaml.RNode, vars map[string]string, used map[string]bool) (*yaml.RNode, error) {
 	j, err := o.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
-	text, err := sigsyaml.JSONToYAML(j)
+	res, err := resourceFactory.FromBytes(j)
 	if err != nil {
 		return nil, err
 	}
-	out, err := envsubst.Eval(string(text), func(name string) (string, bool) {
-		v, ok := vars[name]
-		if ok {
-			used[name] = true
-		}
-		return v, ok
-	})
+	// kustomize-controller's own substitution (fluxcd/pkg/kustomize), as
+	// v1.9.6 makes it (strict: a variable neither set nor defaulted is an
+	// error), over the variables loaded once for the render: given as
+	// the Kustomization's inline ones, with the cluster left alone.
+	k := f.obj.DeepCopy()
+	inline := make(map[string]any, len(vars))
+	for name, v := range vars {
+		inline[name] = v
+	}
+	if err := unstructured.SetNestedField(k.Object, inline, "spec", "postBuild", "substitute"); err != nil {
+		return nil, err
+	}
+	out, err := fluxkustomize.SubstituteVariables(ctx, nil, *k, res, fluxkustomize.SubstituteWithDryRun(true),
+		fluxkustomize.SubstituteWithStrict(true), fluxkustomize.SubstituteWithAlways(f.spec.PostBuild.SubstituteStrategy == substituteAlways))
 	if err != nil {
 		return nil, fmt.Errorf("%w: set it in spec.postBuild.substitute or substituteFrom, or give it a default (${var:=default}), as kustomize-controller requires", err)
 	}
-	j, err = sigsyaml.YAMLToJSON([]byte(out))
+	if out == nil {
+		return o, nil
+	}
+	// Which variables it used, for the report only.
+	if text, err := sigsyaml.JSONToYAML(j); err == nil {
+		envsubst.Eval(string(text), func(name string) (string, bool) {
+			v, ok := vars[name]
+			if ok {
+				used[name] = true
+			}
+			return v, ok
+		})
+	}
+	j, err = out.MarshalJSON()
 	if err != nil {
-		return nil, fmt.Errorf("the result is not YAML: %w", err)
+		return nil, err
 	}
 	n := yaml.NewMapRNode(nil)
 	if err := n.UnmarshalJSON(j); err != nil {
@@ -656,3 +664,7 @@ func substitute(o *yaml.RNode, vars map[string]string, used map[string]bool) (*y
 	}
 	return n, nil
 }
+
+// resourceFactory makes kustomize resources of objects, for
+// fluxcd/pkg/kustomize.
+var resourceFactory = provider.NewDefaultDepProvider().GetResourceFactory()
