@@ -50,13 +50,19 @@ func TestImagesSignedByTheRealCosignCLIWithAKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	withReferrers := testenv.NewRegistryWithReferrers(t)
 	for _, layout := range []struct {
 		name, tag string
 		args      []string
+		reg       *testenv.Registry
 	}{
-		{"the .sig tag", "sig", []string{"--new-bundle-format=false", "--use-signing-config=false"}},
-		{"a bundle referrer", "bundle", []string{"--new-bundle-format=true", "--use-signing-config=false"}},
+		{"the .sig tag", "sig", []string{"--new-bundle-format=false", "--use-signing-config=false"}, reg},
+		{"a bundle referrer", "bundle", []string{"--new-bundle-format=true", "--use-signing-config=false"}, reg},
+		// A registry whose referrers API reports a bundle by its config's
+		// media type (go-containerregistry's own, with the API on).
+		{"a bundle referrer, the referrers API reporting the config's type", "bundle", []string{"--new-bundle-format=true", "--use-signing-config=false"}, withReferrers},
 	} {
+		reg := layout.reg
 		t.Run(layout.name, func(t *testing.T) {
 			d := reg.Push(t, "team/web:"+layout.tag)
 			ref := reg.Host + "/team/web@" + d
