@@ -57,6 +57,17 @@ type usageError struct{ err error }
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 
+// exitCodes are the codes Run returns and what each says (the
+// reference lists them).
+var exitCodes = []struct {
+	code    int
+	meaning string
+}{
+	{0, "success"},
+	{1, "what the command did failed, or, where the command says so, it found a difference (`sluice diff`)"},
+	{2, "the input was wrong or the command could not run: an unknown command or flag, a wrong number of arguments, a file, flag value or resource that is not what it must be"},
+}
+
 // Run runs the sluice command line and returns the exit code: 0 success,
 // 1 what the command did failed (or, where the command says so, found a
 // difference), 2 the input was wrong or the command could not run. The
