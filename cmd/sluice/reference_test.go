@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"sluice.dev/sluice/config/crd"
-	_ "sluice.dev/sluice/internal/controller" // registers its metrics
+	"sluice.dev/sluice/internal/controller" // registers its metrics too
 )
 
 var update = flag.Bool("update", false, "rewrite docs/reference from the code")
@@ -39,6 +39,7 @@ func TestTheReferenceIsCurrent(t *testing.T) {
 		"api.md":     apiReference(t),
 		"metrics.md": metricsReference(t),
 		"status.md":  statusReference(t),
+		"events.md":  eventsReference(),
 	}
 	dir := filepath.Join("..", "..", "docs", "reference")
 	for name, want := range docs {
@@ -354,6 +355,19 @@ func registeredSluiceMetrics() map[string]metricDoc {
 		return true
 	})
 	return out
+}
+
+// eventsReference is every reason of an Event the controller records (a
+// reason it does not list is refused, and fails its tests).
+func eventsReference() string {
+	var b strings.Builder
+	b.WriteString(generated)
+	b.WriteString("# Events\n\n")
+	b.WriteString("The Events `sluice serve` records on ManifestSyncs, Images and RepoConfigs (`kubectl events --for manifestsync/NAME`; the action says what it was doing: Validate, Hydrate, Prune, Build, Reconcile).\n\n| reason | type | on | meaning |\n|---|---|---|---|\n")
+	for _, e := range controller.EventReasons() {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", e.Reason, e.Type, e.Kinds, cell(e.Meaning))
+	}
+	return b.String()
 }
 
 // statusReference is the conditions and reasons a status carries, read

@@ -34,7 +34,33 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(child())
 	}
-	testenv.RunWithControlPlane(m, &cp)
+	// An Event of a reason the controller does not list fails the run.
+	var mu sync.Mutex
+	var seen []string
+	note := func(msg string) { mu.Lock(); seen = append(seen, msg); mu.Unlock() }
+	unlisted.Store(&note)
+	testenv.RunWithControlPlane(runChecked{m, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, msg := range seen {
+			fmt.Fprintln(os.Stderr, "FAIL:", msg)
+		}
+		return len(seen)
+	}}, &cp)
+}
+
+// runChecked runs the tests, then fails the run if check finds anything.
+type runChecked struct {
+	m     *testing.M
+	check func() int
+}
+
+func (r runChecked) Run() int {
+	code := r.m.Run()
+	if r.check() > 0 && code == 0 {
+		code = 1
+	}
+	return code
 }
 
 // env is one test's world: a namespace on the test API server, a git

@@ -250,7 +250,7 @@ func Run(ctx context.Context, o Options) error {
 	eng.limiter.OnWait(newRateWarning(o.RegistryRPS, o.Log).wait)
 	sec := credentials.NewSecrets(mgr.GetAPIReader())
 	sec.Public = &imagesig.PublicRoot{CacheDir: filepath.Join(o.CacheDir, "sigstore"), Log: o.Log}
-	rec := mgr.GetEventRecorder("sluice-controller")
+	rec := checkedEvents{EventRecorder: mgr.GetEventRecorder("sluice-controller"), log: o.Log}
 	batch := newBatcher(egress.WithPolicy(ctx, policy), eng, o.Concurrent, o.Log)
 	batch.base.Egress, batch.base.NoRemoteBases, batch.base.Sandbox = policy, o.NoRemoteBases, o.Sandbox
 	isolation := "none: renders run in the controller's process"
