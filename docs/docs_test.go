@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // block is a fenced block of a Markdown file marked runnable (```sh
@@ -107,4 +109,103 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 	if ran == 0 {
 		t.Fatal("no runnable block found: the guides' commands are not run")
 	}
+}
+
+// Every relative link of the documentation leads somewhere: a file of the
+// repository, and a heading of it where the link names one (as GitHub
+// makes anchors of headings).
+func TestTheLinksResolve(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	inlineCode := regexp.MustCompile("`[^`]*`")
+	anchors := map[string]map[string]bool{}
+	headings := func(file string) map[string]bool {
+		if a, ok := anchors[file]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		data, _ := os.ReadFile(file)
+		fence := false
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(l, "```") {
+				fence = !fence
+			}
+			if fence || !strings.HasPrefix(l, "#") {
+				continue
+			}
+			a[slug(strings.TrimLeft(l, "# "))] = true
+		}
+		anchors[file] = a
+		return a
+	}
+	checked := 0
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(p, ".md") {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		// Links outside code: fenced blocks and inline code left out.
+		var prose strings.Builder
+		fence := false
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), "```") {
+				fence = !fence
+				continue
+			}
+			if !fence {
+				prose.WriteString(inlineCode.ReplaceAllString(l, "") + "\n")
+			}
+		}
+		for _, m := range link.FindAllStringSubmatch(prose.String(), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			dest := p
+			if file != "" {
+				dest = filepath.Join(filepath.Dir(p), filepath.FromSlash(file))
+				if _, err := os.Stat(dest); err != nil {
+					t.Errorf("%s: link %s: no such file", rel, target)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(dest, ".md") && !headings(dest)[anchor] {
+				t.Errorf("%s: link %s: no such heading", rel, target)
+			}
+			checked++
+		}
+		return nil
+	})
+	if checked == 0 {
+		t.Fatal("no link checked")
+	}
+}
+
+// slug is a heading's anchor as GitHub makes it: lower case, spaces to
+// hyphens, punctuation other than hyphens and underscores dropped.
+func slug(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
