@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"sluice.dev/sluice/internal/devcluster"
 )
 
 // block is a fenced block of a Markdown file marked runnable (```sh
@@ -95,8 +97,11 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 			for _, b := range blocks {
 				cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+b.text)
 				cmd.Dir = work
+				// The control plane `make tools` built, where the guide's
+				// reader has it in the source tree.
 				cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home,
-					"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "GIT_CONFIG_NOSYSTEM=1"}
+					"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "GIT_CONFIG_NOSYSTEM=1",
+					devcluster.AssetsEnv + "=" + kubeAssets(t, root)}
 				var out bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &out, &out
 				if err := cmd.Run(); err != nil {
@@ -109,6 +114,16 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 	if ran == 0 {
 		t.Fatal("no runnable block found: the guides' commands are not run")
 	}
+}
+
+// kubeAssets is the control plane `make tools` builds under bin/kube.
+func kubeAssets(t *testing.T, root string) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(root, "bin", "kube", "*"))
+	if len(dirs) == 0 {
+		t.Fatal("no control plane under bin/kube: run make tools (make test does)")
+	}
+	return dirs[0]
 }
 
 // Every relative link of the documentation leads somewhere: a file of the

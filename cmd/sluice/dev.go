@@ -87,10 +87,12 @@ func serveDev(ctx context.Context, s Streams, cfg *rest.Config, files []string, 
 	if err != nil {
 		return err
 	}
-	defer closeSandbox(sb)
 	ready := make(chan controller.Addrs, 1)
 	failed := make(chan error, 1)
 	go func() {
+		// The controller outlives this function (until ctx ends): so
+		// does its sandbox.
+		defer closeSandbox(sb)
 		failed <- controller.Run(ctx, controller.Options{
 			Config: cfg, CacheDir: filepath.Join(dir, "dev-controller"), AllowLocalRepos: true, Insecure: eng.insecure, Limits: lim,
 			// This machine's own: its loopback servers are the point.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -121,6 +122,7 @@ type Sandbox struct {
 	spawner *spawner
 	pool    pool
 	closed  sync.Once
+	shut    atomic.Bool // Close was called: no worker starts
 }
 
 // New returns a Sandbox. Workers start on first use.
@@ -151,6 +153,7 @@ func New(o Options) (*Sandbox, error) {
 // workers. Workers running end with it.
 func (s *Sandbox) Close() {
 	s.closed.Do(func() {
+		s.shut.Store(true)
 		s.pool.close()
 		if s.spawner != nil {
 			s.spawner.close()
@@ -307,7 +310,13 @@ func addressSpace(memory int64) int64 { return memory + 2<<30 }
 
 // spawn starts a worker under limits; a warm one may serve up to
 // maxUses renders, each under limits (prepare).
+// errClosed is a render asked of a Sandbox after Close.
+var errClosed = errors.New("the render sandbox is closed")
+
 func (s *Sandbox) spawn(limits Limits, warm bool) (*worker, error) {
+	if s.shut.Load() {
+		return nil, errClosed
+	}
 	s.start()
 	inR, inW, err := os.Pipe()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,7 +21,9 @@ import (
 // domain, whatever it does after: the rest of this process is unconfined,
 // and the worker is confined from its first instruction.
 type spawner struct {
-	reqs chan spawnReq
+	mu     sync.Mutex
+	closed bool
+	reqs   chan spawnReq
 	// landlock is the Landlock ABI confining the workers (0: none: the
 	// kernel has no Landlock, or refused it), and why not.
 	landlock int
@@ -54,12 +57,25 @@ func newSpawner(bin string) *spawner {
 // start starts cmd from the confined thread.
 func (s *spawner) start(cmd *exec.Cmd) error {
 	done := make(chan error, 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
+	}
 	s.reqs <- spawnReq{cmd: cmd, done: done}
+	s.mu.Unlock()
 	return <-done
 }
 
-// close ends the spawning thread.
-func (s *spawner) close() { close(s.reqs) }
+// close ends the spawning thread; a later start fails.
+func (s *spawner) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.reqs)
+	}
+}
 
 // Landlock's rights, by the ABI that brought them.
 const (

@@ -212,3 +212,16 @@ func leftover() int {
 	fmt.Printf("ended: %q\n", fresh.restore())
 	return 0
 }
+
+// A render asked of a closed Sandbox fails, saying so, instead of taking
+// the process down (`sluice dev cluster --serve` closed its sandbox while
+// its controller still rendered, and the first render panicked).
+func TestARenderAfterCloseFails(t *testing.T) {
+	s := newSandbox(t, Limits{})
+	t.Log(s.Isolation()) // as a controller says at start: its spawning thread runs
+	s.Close()
+	_, err := s.RenderIn(context.Background(), Domain{Namespace: "a", Source: "s"}, chart("kind: ConfigMap\napiVersion: v1\nmetadata: {name: c}\n").fs(), "c", render.Options{ReleaseName: "r"})
+	if err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("a render after Close: %v", err)
+	}
+}
