@@ -13,6 +13,7 @@ import (
 	"testing"
 	"unicode"
 
+	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/devcluster"
 )
 
@@ -25,7 +26,11 @@ type block struct {
 }
 
 // runnable reads the runnable blocks of a Markdown file.
-func runnable(t *testing.T, file string) []block {
+func runnable(t *testing.T, file string) []block { return blocks(t, file, "sh runnable") }
+
+// blocks reads the fenced blocks of a Markdown file whose info string is
+// info.
+func blocks(t *testing.T, file, info string) []block {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -38,7 +43,7 @@ func runnable(t *testing.T, file string) []block {
 	for n := 1; sc.Scan(); n++ {
 		l := sc.Text()
 		switch {
-		case cur == nil && strings.TrimSpace(l) == "```sh runnable":
+		case cur == nil && strings.TrimSpace(l) == "```"+info:
 			cur = &block{file: file, line: n}
 		case cur != nil && strings.TrimSpace(l) == "```":
 			out = append(out, *cur)
@@ -48,7 +53,7 @@ func runnable(t *testing.T, file string) []block {
 		}
 	}
 	if cur != nil {
-		t.Fatalf("%s:%d: a runnable block is not closed", file, cur.line)
+		t.Fatalf("%s:%d: a %s block is not closed", file, cur.line, info)
 	}
 	return out
 }
@@ -223,4 +228,41 @@ func slug(h string) string {
 		}
 	}
 	return b.String()
+}
+
+// Every Sluice resource the documentation shows in a block marked
+// ```yaml validate is valid as written: read and checked as `sluice
+// hydrate -f` and the API server's validation check it.
+func TestTheResourcesShownAreValid(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(p, ".md") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		for _, b := range blocks(t, p, "yaml validate") {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "resource.yaml"), []byte(b.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := config.Load(dir); err != nil {
+				t.Errorf("%s:%d: the resource shown is not valid: %v", rel, b.line, err)
+			}
+			n++
+		}
+		return nil
+	})
+	if n == 0 {
+		t.Fatal("no resource checked")
+	}
 }
