@@ -16,7 +16,7 @@ LINK_ID = -X sluice.dev/sluice/internal/sandbox.build=$(BUILD_ID)
 build:
 	$(GO) build -ldflags "$(LINK_ID)" -o bin/ ./cmd/sluice ./cmd/sluice-render
 
-# What the tests need, built once into bin/ (most of the 26 minutes a cold make test takes on 2 cores): the
+# What the tests need, built once into bin/ (most of the 35 minutes a cold make test takes on 2 cores): the
 # control plane (kube-apiserver, etcd, kube-controller-manager), the helm
 # and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for), the cosign and Notation CLIs tests sign images with, the Flux controllers and
 # Argo CD's ApplicationSet controller live sessions hand clusters back to,
