@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -329,21 +328,11 @@ func (e *env) tip(branch string) string {
 }
 
 // logBuffer keeps a controller's logs, shown when the test fails.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logBuffer struct{ testenv.Buffer }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
+// tail is the last n lines.
 func (l *logBuffer) tail(n int) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := strings.Split(l.buf.String(), "\n")
+	lines := strings.Split(l.String(), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
