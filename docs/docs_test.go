@@ -255,8 +255,12 @@ func TestTheResourcesShownAreValid(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "resource.yaml"), []byte(b.text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := config.Load(dir); err != nil {
+			set, err := config.Load(dir)
+			switch {
+			case err != nil:
 				t.Errorf("%s:%d: the resource shown is not valid: %v", rel, b.line, err)
+			case len(set.ManifestSyncs)+len(set.Images)+len(set.RepoConfigs)+len(set.RunConfigs) == 0:
+				t.Errorf("%s:%d: a block marked yaml validate holds no Sluice resource (a fragment: mark it yaml)", rel, b.line)
 			}
 			n++
 		}
