@@ -19,7 +19,8 @@ import (
 func newDevCmd(s Streams) *cobra.Command {
 	dev := &cobra.Command{Use: "dev", Short: "Tools for trying Sluice on this machine"}
 	var assets string
-	var noCRDs, serve bool
+	var noCRDs, serve, flux bool
+	var gitDir string
 	var files []string
 	var eng engineFlags
 	cluster := &cobra.Command{
@@ -35,19 +36,31 @@ pod runs.
 With --serve, the controller (sluice serve) runs against it too, allowed to
 read repositories on this machine's disk, and the resources of -f (the
 quickstart's syncs by default) are applied to the default namespace: watch
-them with kubectl get manifestsyncs -w.`,
+them with kubectl get manifestsyncs -w.
+
+With --flux, the real Flux source-, kustomize- and helm-controller run
+against it too (built into bin/ on first use, about 3 minutes each;
+runtime namespace flux-system, every namespace watched), with a git server
+on loopback for their GitRepositories: a push to URL/NAME.git creates the
+repository. A cluster Flux owns, to try sluice run against.`,
 		Example: `  sluice dev cluster
   sluice dev cluster --serve                      # the quickstart, continuously
-  sluice dev cluster --serve -f my/syncs/`,
+  sluice dev cluster --serve -f my/syncs/
+  sluice dev cluster --flux                       # Flux's controllers and a git server too`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(s.Err, "starting the control plane...")
-			c, err := devcluster.Start(cmd.Context(), devcluster.Options{Assets: assets, WithoutCRDs: noCRDs, Build: true})
+			c, err := devcluster.Start(cmd.Context(), devcluster.Options{Assets: assets, WithoutCRDs: noCRDs, Build: true, Flux: flux, GitDir: gitDir})
 			if err != nil {
 				return exit(2, err)
 			}
 			defer c.Stop()
-			fmt.Fprintf(s.Out, "API server: %s\nkubeconfig: %s\n\n  export KUBECONFIG=%s\n\n", c.Config.Host, c.Kubeconfig, c.Kubeconfig)
+			fmt.Fprintf(s.Out, "API server: %s\nkubeconfig: %s\n", c.Config.Host, c.Kubeconfig)
+			if c.Git != nil {
+				fmt.Fprintf(s.Out, "git server: %s\nFlux: %s, runtime namespace flux-system, logs in %s\n  (repositories in %s; git push %s/NAME.git creates NAME)\n",
+					c.Git.URL, strings.Join(devcluster.FluxControllers, ", "), filepath.Dir(c.Kubeconfig), c.Git.Root, c.Git.URL)
+			}
+			fmt.Fprintf(s.Out, "\n  export KUBECONFIG=%s\n\n", c.Kubeconfig)
 			if serve {
 				if err := serveDev(cmd.Context(), s, c.Config, files, &eng); err != nil {
 					return exit(1, err)
@@ -61,6 +74,8 @@ them with kubectl get manifestsyncs -w.`,
 	}
 	cluster.Flags().StringVar(&assets, "assets", "", "directory holding kube-apiserver, etcd and kube-controller-manager (default: build them into bin/ of the Sluice source tree)")
 	cluster.Flags().BoolVar(&noCRDs, "without-crds", false, "do not install the Flux and Argo CD CRDs")
+	cluster.Flags().BoolVar(&flux, "flux", false, "run the Flux controllers against the cluster too, and a git server for them")
+	cluster.Flags().StringVar(&gitDir, "git-dir", "", "directory of the --flux git server's bare repositories (default: beside the kubeconfig)")
 	cluster.Flags().BoolVar(&serve, "serve", false, "run the controller against the cluster too, with the resources of -f")
 	cluster.Flags().StringArrayVarP(&files, "filename", "f", []string{"examples/quickstart/syncs"}, "files or directories of Sluice resources to apply with --serve")
 	eng.addCache(cluster.Flags())

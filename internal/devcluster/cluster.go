@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -28,6 +32,12 @@ type Options struct {
 	WithoutCRDs bool
 	// Dir receives the kubeconfig; empty makes a temporary directory.
 	Dir string
+	// Flux runs the real Flux controllers against the cluster too (runtime
+	// namespace flux-system, every namespace watched), and a git server on
+	// loopback for their GitRepositories to read.
+	Flux bool
+	// GitDir holds the git server's bare repositories; empty is Dir/git.
+	GitDir string
 }
 
 // Cluster is a running control plane.
@@ -43,6 +53,10 @@ type Cluster struct {
 	// with its objects) and garbage collection (owner references).
 	controllers *exec.Cmd
 	stopped     chan struct{}
+	// Flux and Git are the Flux controllers and their git server, with
+	// Options.Flux.
+	Flux *Flux
+	Git  *GitServer
 }
 
 // Start starts a control plane and waits until it serves, with the CRDs
@@ -112,6 +126,12 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
+	if o.Flux {
+		if err := c.startFlux(ctx, o, dir); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -151,8 +171,37 @@ func (c *Cluster) startControllers(bin, dir string) error {
 	return nil
 }
 
+// startFlux starts the git server and the Flux controllers, in the
+// namespace a Flux bootstrap makes, flux-system.
+func (c *Cluster) startFlux(ctx context.Context, o Options, dir string) error {
+	gitDir := o.GitDir
+	if gitDir == "" {
+		gitDir = filepath.Join(dir, "git")
+	}
+	var err error
+	if c.Git, err = ServeGit(gitDir); err != nil {
+		return fmt.Errorf("starting the git server: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flux-system"}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace flux-system: %w", err)
+	}
+	c.Flux, err = StartFlux(ctx, FluxOptions{Kubeconfig: c.Kubeconfig, Dir: dir, Namespace: "flux-system", WatchAll: true, Build: o.Build})
+	return err
+}
+
 // Stop stops the control plane and removes its data.
 func (c *Cluster) Stop() error {
+	if c.Flux != nil {
+		c.Flux.Stop()
+	}
+	if c.Git != nil {
+		c.Git.Close()
+	}
 	if c.controllers != nil {
 		c.controllers.Process.Signal(os.Interrupt)
 		select {

@@ -3,7 +3,6 @@ package testenv
 import (
 	"fmt"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"sluice.dev/sluice/internal/devcluster"
 )
 
 // GitServer serves the bare repositories under a directory over smart
@@ -67,21 +68,13 @@ func WithHook(f func(*http.Request)) GitServerOption {
 // NewGitServer starts a git server; it stops when the test ends.
 func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 	t.Helper()
-	backend, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("git --exec-path: %v", err)
-	}
 	s := &GitServer{Root: t.TempDir()}
 	for _, o := range opts {
 		o(s)
 	}
-	h := &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(backend)), "git-http-backend"),
-		Env: []string{
-			"GIT_PROJECT_ROOT=" + s.Root,
-			"GIT_HTTP_EXPORT_ALL=1",
-			"REMOTE_USER=sluice-test", // enables receive-pack (push)
-		},
+	h, err := devcluster.GitHandler(s.Root)
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.Requests.Add(1)

@@ -1,11 +1,12 @@
 package testenv
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"sluice.dev/sluice/internal/devcluster"
 )
 
 // HelmBinary returns the reference helm binary that `make tools` builds
@@ -28,7 +29,7 @@ func KustomizeBinary(t TB) string {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	api, err := requiredVersion(filepath.Join(root, "go.mod"), "sigs.k8s.io/kustomize/api")
+	api, err := devcluster.RequiredVersion(filepath.Join(root, "go.mod"), "sigs.k8s.io/kustomize/api")
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -55,7 +56,7 @@ func tool(t TB, name, module, script string) string {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	version, err := requiredVersion(filepath.Join(root, "go.mod"), module)
+	version, err := devcluster.RequiredVersion(filepath.Join(root, "go.mod"), module)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -80,23 +81,6 @@ func SourceRoot() (string, error) {
 			return "", fmt.Errorf("no Sluice source tree at or above %s", dir)
 		}
 	}
-}
-
-// requiredVersion reads the version go.mod requires of a module.
-func requiredVersion(gomod, module string) (string, error) {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(s.Text()), "require "))
-		if len(fields) >= 2 && fields[0] == module {
-			return fields[1], nil
-		}
-	}
-	return "", fmt.Errorf("%s requires no %s", gomod, module)
 }
 
 // ImageBinary returns the static binary of Sluice's own image that `make
