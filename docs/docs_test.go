@@ -5,11 +5,13 @@ package docs
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode"
 
@@ -67,19 +69,7 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var files []string
-	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "examples" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if strings.HasSuffix(p, ".md") {
-			files = append(files, p)
-		}
-		return nil
-	})
+	files := markdown(t, root)
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/sluice", "./cmd/sluice-render")
 	build.Dir = root
@@ -95,24 +85,57 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 		rel, _ := filepath.Rel(root, file)
 		t.Run(rel, func(t *testing.T) {
 			work := t.TempDir()
-			if err := os.CopyFS(filepath.Join(work, "examples"), os.DirFS(filepath.Join(root, "examples"))); err != nil {
-				t.Fatal(err)
+			// What the guides use of the repository: its examples, and
+			// the install they build on.
+			for _, dir := range []string{"examples", "config"} {
+				if err := os.CopyFS(filepath.Join(work, dir), os.DirFS(filepath.Join(root, dir))); err != nil {
+					t.Fatal(err)
+				}
 			}
 			home := t.TempDir()
+			// One shell for the whole file, as a reader in a terminal
+			// runs a guide: what a block exports or where it changes
+			// directory holds for the next. Each block writes its line to
+			// fd 9 first, so a failure names the block it is in.
+			script := "set -euo pipefail\n"
 			for _, b := range blocks {
-				cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+b.text)
-				cmd.Dir = work
-				// The control plane `make tools` built, where the guide's
-				// reader has it in the source tree.
-				cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home,
-					"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "GIT_CONFIG_NOSYSTEM=1",
-					devcluster.AssetsEnv + "=" + kubeAssets(t, root)}
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				if err := cmd.Run(); err != nil {
-					t.Fatalf("%s:%d: the block fails as written: %v\n%s\n--- its output:\n%s", rel, b.line, err, b.text, out.String())
+				script += fmt.Sprintf("echo %d >&9\n%s", b.line, b.text)
+			}
+			progress, err := os.Create(filepath.Join(t.TempDir(), "progress"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer progress.Close()
+			cmd := exec.Command("bash", "-c", script)
+			cmd.Dir = work
+			cmd.ExtraFiles = []*os.File{6: progress} // fd 3+6
+			// The control plane and the Flux controllers `make tools`
+			// built, where the guide's reader has them in the source tree.
+			cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home,
+				"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "GIT_CONFIG_NOSYSTEM=1",
+				devcluster.AssetsEnv + "=" + kubeAssets(t, root), devcluster.FluxEnv + "=" + filepath.Join(root, "bin", "flux")}
+			// Its own process group: whatever a guide leaves running is
+			// stopped with it.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			ran += len(blocks)
+			err = cmd.Run()
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			if err != nil {
+				data, _ := os.ReadFile(progress.Name())
+				lines := strings.Fields(string(data))
+				at := "?"
+				if len(lines) > 0 {
+					at = lines[len(lines)-1]
 				}
-				ran++
+				var text string
+				for _, b := range blocks {
+					if fmt.Sprint(b.line) == at {
+						text = b.text
+					}
+				}
+				t.Fatalf("%s:%s: the block fails as written: %v\n%s\n--- the guide's output:\n%s", rel, at, err, text, out.String())
 			}
 		})
 	}
@@ -162,19 +185,10 @@ func TestTheLinksResolve(t *testing.T) {
 		return a
 	}
 	checked := 0
-	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "testdata" || d.Name() == "node_modules") {
-			return filepath.SkipDir
-		}
-		if !strings.HasSuffix(p, ".md") {
-			return nil
-		}
+	for _, p := range markdown(t, root) {
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		rel, _ := filepath.Rel(root, p)
 		// Links outside code: fenced blocks and inline code left out.
@@ -208,8 +222,7 @@ func TestTheLinksResolve(t *testing.T) {
 			}
 			checked++
 		}
-		return nil
-	})
+	}
 	if checked == 0 {
 		t.Fatal("no link checked")
 	}
@@ -239,16 +252,7 @@ func TestTheResourcesShownAreValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if !strings.HasSuffix(p, ".md") {
-			return nil
-		}
+	for _, p := range markdown(t, root) {
 		rel, _ := filepath.Rel(root, p)
 		for _, b := range blocks(t, p, "yaml validate") {
 			dir := t.TempDir()
@@ -264,9 +268,89 @@ func TestTheResourcesShownAreValid(t *testing.T) {
 			}
 			n++
 		}
-		return nil
-	})
+	}
 	if n == 0 {
 		t.Fatal("no resource checked")
 	}
+}
+
+// The sluice commands of the CI configurations the documentation shows
+// (blocks marked ```yaml ci: a GitHub Actions workflow, a GitLab CI job, a
+// Tekton Task) name commands and flags that exist: each is parsed by the
+// sluice of this tree (with --help appended: parsed, not run), and the
+// command its help describes is the one the line names.
+func TestTheCICommandsParse(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/sluice")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// What a CI system fills in: GitHub's ${{ ... }}, Tekton's $(...).
+	placeholder := regexp.MustCompile(`\$\{\{[^}]*\}\}|\$\([a-z]+\.[^)]*\)`)
+	lead := regexp.MustCompile(`^(- )?(run: |script: )?`)
+	n := 0
+	for _, file := range markdown(t, root) {
+		rel, _ := filepath.Rel(root, file)
+		for _, b := range blocks(t, file, "yaml ci") {
+			for i, l := range strings.Split(b.text, "\n") {
+				l = lead.ReplaceAllString(strings.TrimSpace(l), "")
+				if !strings.HasPrefix(l, "sluice ") {
+					continue
+				}
+				for _, end := range []string{" || ", " && ", " | ", " > ", ";"} {
+					l, _, _ = strings.Cut(l, end)
+				}
+				l = placeholder.ReplaceAllString(l, "X")
+				var words []string
+				for _, w := range strings.Fields(l)[1:] {
+					if strings.HasPrefix(w, "-") {
+						break
+					}
+					words = append(words, w)
+				}
+				cmd := exec.Command("bash", "-c", l+" --help")
+				cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+				out, err := cmd.CombinedOutput()
+				usage := "sluice " + strings.Join(words, " ")
+				switch {
+				case err != nil:
+					t.Errorf("%s:%d: %s: %v\n%s", rel, b.line+1+i, l, err, out)
+				case !strings.Contains(string(out), "Usage:\n  "+usage+" "):
+					t.Errorf("%s:%d: %s: no command %q\n%s", rel, b.line+1+i, l, usage, out)
+				}
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no sluice command found in a yaml ci block")
+	}
+}
+
+// markdown lists the Markdown files of the repository (not its build
+// outputs, test data or examples' generated repositories).
+func markdown(t *testing.T, root string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if strings.HasSuffix(p, ".md") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }

@@ -221,6 +221,8 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Hydrate", "%s", msg)
 	case res.Result == hydrate.Committed:
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Committed", "Hydrate", "%s", msg)
+		// A change made is worth a line, as Flux logs what it applied.
+		log.Info("committed", "commit", res.Commit, "branch", res.Branch, "path", obj.Spec.Destination.Path)
 	case reason == v1alpha1.ReasonLocked && prevReason != v1alpha1.ReasonLocked:
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, reason, "Hydrate", "%s", msg)
 	}
