@@ -5,6 +5,7 @@ package docs
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -76,6 +77,7 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	tools(t, root)
 	ran := 0
 	for _, file := range files {
 		blocks := runnable(t, file)
@@ -109,11 +111,11 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 			cmd := exec.Command("bash", "-c", script)
 			cmd.Dir = work
 			cmd.ExtraFiles = []*os.File{6: progress} // fd 3+6
-			// The control plane and the Flux controllers `make tools`
-			// built, where the guide's reader has them in the source tree.
+			// Nothing but what a reader has: the sluice built from this
+			// tree finds the control plane and the Flux controllers `make
+			// tools` built in it from whatever directory a guide is in.
 			cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home,
-				"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "GIT_CONFIG_NOSYSTEM=1",
-				devcluster.AssetsEnv + "=" + kubeAssets(t, root), devcluster.FluxEnv + "=" + filepath.Join(root, "bin", "flux")}
+				"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "GIT_CONFIG_NOSYSTEM=1"}
 			// Its own process group: whatever a guide leaves running is
 			// stopped with it.
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -144,14 +146,17 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 	}
 }
 
-// kubeAssets is the control plane `make tools` builds under bin/kube.
-func kubeAssets(t *testing.T, root string) string {
+// tools fails the test, saying how to build them, unless the control
+// plane and the Flux controllers `make tools` builds are there (a guide
+// would build them, for longer than a test may take).
+func tools(t *testing.T, root string) {
 	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join(root, "bin", "kube", "*"))
-	if len(dirs) == 0 {
-		t.Fatal("no control plane under bin/kube: run make tools (make test does)")
+	if _, err := devcluster.Assets(context.Background(), root, false); err != nil {
+		t.Fatal(err)
 	}
-	return dirs[0]
+	if _, err := devcluster.FluxBinaries(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Every relative link of the documentation leads somewhere: a file of the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -50,7 +51,11 @@ func Assets(ctx context.Context, dir string, build bool) (string, error) {
 	return strings.TrimSpace(out.String()), nil
 }
 
-// sourceRoot finds the Sluice source tree at or above dir.
+// sourceRoot finds the Sluice source tree at or above dir (the working
+// directory when empty), or else the one this binary was built from, when
+// it still exists: `go install ./cmd/...` records its source files' paths
+// (a -trimpath build, such as the image's, does not), so that `sluice dev
+// cluster` run from any directory finds the tools `make tools` built.
 func sourceRoot(dir string) (string, error) {
 	if dir == "" {
 		var err error
@@ -58,12 +63,25 @@ func sourceRoot(dir string) (string, error) {
 			return "", err
 		}
 	}
+	if root, ok := treeAbove(dir); ok {
+		return root, nil
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		if root, ok := treeAbove(filepath.Dir(file)); ok {
+			return root, nil
+		}
+	}
+	return "", fmt.Errorf("no Sluice source tree (hack/kube/build.sh) at or above %s: set $%s to a directory holding kube-apiserver, etcd and kube-controller-manager", dir, AssetsEnv)
+}
+
+// treeAbove finds the directory at or above dir holding hack/kube/build.sh.
+func treeAbove(dir string) (string, bool) {
 	for d := dir; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(filepath.Join(d, "hack", "kube", "build.sh")); err == nil {
-			return d, nil
+			return d, true
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no Sluice source tree (hack/kube/build.sh) at or above %s: set $%s to a directory holding kube-apiserver, etcd and kube-controller-manager", dir, AssetsEnv)
+			return "", false
 		}
 	}
 }
