@@ -9,6 +9,16 @@ const KindProvenance = "Provenance"
 // ProvenanceFile is the name of the provenance record inside a folder.
 const ProvenanceFile = ".sluice.yaml"
 
+// SourceIgnoreFile is the .sourceignore Sluice writes beside the record,
+// so that Flux's source-controller leaves the record out of the artifacts
+// it makes of the branch: kustomize-controller would otherwise take it for
+// an object of the folder (it generates a kustomization of every YAML
+// file). Argo CD skips the record by the marker the record holds.
+const SourceIgnoreFile = ".sourceignore"
+
+// SourceIgnore is that file's content.
+const SourceIgnore = "# Written by Sluice: Flux leaves Sluice's provenance record out of what it applies.\n" + ProvenanceFile + "\n"
+
 // Provenance says what a hydrated folder was rendered from and by which
 // rules. It is deterministic: the same inputs give the same bytes, so an
 // unchanged sync writes nothing.

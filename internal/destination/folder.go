@@ -44,11 +44,12 @@ func (f Folder) TreeHash() (string, error) {
 }
 
 // Digest is a digest over the paths and blob hashes of a folder, leaving
-// out the provenance record: what Provenance.Manifests holds.
+// out the provenance record and its .sourceignore: what
+// Provenance.Manifests holds.
 func Digest(hashes map[string]string) string {
 	names := make([]string, 0, len(hashes))
 	for n := range hashes {
-		if n != v1alpha1.ProvenanceFile {
+		if n != v1alpha1.ProvenanceFile && n != v1alpha1.SourceIgnoreFile {
 			names = append(names, n)
 		}
 	}

@@ -10,7 +10,8 @@ import (
 
 // formatVersion changes when the rendered output of the same inputs would
 // change for reasons the other fingerprinted fields do not cover.
-const formatVersion = 1
+// 2: the record marked for Argo CD and a .sourceignore beside it for Flux.
+const formatVersion = 2
 
 // fingerprint digests everything a folder's content depends on: the sync
 // settings that shape the output, the renderer, what it read, the remote

@@ -237,6 +237,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		return err
 	}
 	folder[v1alpha1.ProvenanceFile] = data
+	folder[v1alpha1.SourceIgnoreFile] = []byte(v1alpha1.SourceIgnore)
 	p.prov = prov
 	tree, err := folder.TreeHash()
 	if err != nil {

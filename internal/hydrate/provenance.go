@@ -27,6 +27,8 @@ func marshalProvenance(p *v1alpha1.Provenance) ([]byte, error) {
 	plain(&n)
 	var b bytes.Buffer
 	b.WriteString("# Written by Sluice: what this folder was rendered from. Do not edit.\n")
+	// Not an object to apply: Argo CD skips a file holding this marker.
+	b.WriteString("# +argocd:skip-file-rendering\n")
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(&n); err != nil {

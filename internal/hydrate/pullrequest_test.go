@@ -210,7 +210,7 @@ func TestPullRequestSettingsOnGitea(t *testing.T) {
 		Title: "Deploy {{.Branch}}", Body: "{{range .Syncs}}{{.Name}} from {{.Source}}{{end}}\n{{.Stat}}"})
 	p := get("drafted", res.PullRequest.Number)
 	if p.Title != "WIP: Deploy main" || len(p.RequestedReviewers) != 1 || p.RequestedReviewers[0].Login != "reviewer" ||
-		!strings.HasPrefix(p.Body, "web from "+app.Dir) || !strings.Contains(p.Body, "`apps/web`: 2 added, 0 changed, 0 removed") {
+		!strings.HasPrefix(p.Body, "web from "+app.Dir) || !strings.Contains(p.Body, "`apps/web`: 3 added, 0 changed, 0 removed") {
 		t.Errorf("a draft with a reviewer and templates: %+v", p)
 	}
 
