@@ -2,10 +2,13 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/testenv"
 )
 
 // fromController tells the controller's requests (go-git's) from the
@@ -197,4 +201,75 @@ func condString(c *metav1.Condition) string {
 		return "no condition"
 	}
 	return string(c.Status) + " " + c.Reason + ": " + c.Message
+}
+
+// A git outage costs requests per repository, not per sync: twelve syncs
+// over two source repositories, failing while the server answers 503,
+// ask each repository a few times (the first failure, then retries at
+// 5 s, 10 s, ... shared by every sync) where each sync retrying on its
+// own asked once per sync per retry; each sync says what failed and when
+// the next try is, and all converge by themselves once the server is
+// back.
+func TestAGitOutageCostsRequestsPerRepositoryNotPerSync(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	libURL := e.git.CreateRepo(t, "lib")
+	lib := testenv.NewWork(t, libURL)
+	lib.Write(map[string]string{"deploy/web/deployment.yaml": e.expand(deployment, "lib")}).Commit("lib")
+	lib.Push("main")
+	e.start()
+	var names []string
+	for i := range 12 {
+		repo := e.appURL
+		if i%2 == 1 {
+			repo = libURL
+		}
+		name := fmt.Sprintf("web-%d", i)
+		names = append(names, name)
+		e.apply(fmt.Sprintf(`apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: %s}
+spec:
+  source: {repo: %s, ref: main, path: deploy/web}
+  images: [{name: REG/team/app}]
+  destination: {repo: DST, branch: env/dev, path: apps/%s}
+  interval: 2s
+`, name, repo, name))
+	}
+	for _, n := range names {
+		e.ready(n, metav1.ConditionTrue, 60*time.Second)
+	}
+	var mu sync.Mutex
+	asked := map[string]int{}
+	e.git.FailWith(func(r *http.Request) int {
+		if !fromController(r) {
+			return 0
+		}
+		mu.Lock()
+		asked[r.URL.Path]++
+		mu.Unlock()
+		return http.StatusServiceUnavailable
+	})
+	const outage = 14 * time.Second
+	time.Sleep(outage)
+	mu.Lock()
+	got := maps.Clone(asked)
+	mu.Unlock()
+	// Failures at 0, then backing off 5 s and 10 s (±20 %): 3 requests a
+	// repository in 14 s, 4 at most; each of six syncs retrying on its own
+	// at 5 s, 10 s, ... asked about 12 times a repository.
+	for _, repo := range []string{"/app.git/info/refs", "/lib.git/info/refs", "/deploy.git/info/refs"} {
+		if n := got[repo]; n > 4 || (n < 1 && repo != "/deploy.git/info/refs") {
+			t.Errorf("%s: %d requests in a %s outage, want at most 4 (six syncs read each source, twelve write the destination) (all: %v)", repo, n, outage, got)
+		}
+	}
+	ms := e.sync("web-0")
+	c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+	if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "503") || !strings.Contains(c.Message, "next try at") {
+		t.Errorf("while the server is down, web-0 says: %s %q", c.Status, c.Message)
+	}
+	e.git.FailWith(nil)
+	for _, n := range names {
+		e.ready(n, metav1.ConditionTrue, 60*time.Second)
+	}
 }

@@ -83,7 +83,7 @@ func (r *ImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 			return ctrl.Result{}, ctx.Err()
 		}
 		msg := oneLine(err)
-		after := backoff(failures, interval)
+		after := retryDelay(failures, interval)
 		r.log.Error("building failed", "image", req.String(), "error", msg, "retry", after)
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, v1alpha1.ReasonFailed, "Build", "%s", msg)
 		return ctrl.Result{RequeueAfter: after}, patchStatus(ctx, r.Client, obj, func() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/backoff"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/credentials"
 	"sluice.dev/sluice/internal/hydrate"
@@ -161,7 +163,12 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		if ve := (*hydrate.VerificationError)(nil); errors.As(err, &ve) {
 			reason = v1alpha1.ReasonVerificationFailed
 		}
-		after = backoff(failures, interval)
+		after = retryDelay(failures, interval)
+		// A remote backing off answers every sync with its failure until
+		// its next try: ask again just after that, not before.
+		if re := (*backoff.RetryError)(nil); errors.As(err, &re) {
+			after = max(after, time.Until(re.Next)+time.Duration(rand.Int64N(int64(time.Second))))
+		}
 		log.Error("hydrating failed", "error", msg, "retry", after)
 	case res.Result == hydrate.Locked:
 		l := res.Lock
@@ -279,7 +286,7 @@ func (r *ManifestSyncReconciler) finalize(ctx context.Context, obj *v1alpha1.Man
 		msg := oneLine(err)
 		log.Error("pruning failed", "error", msg)
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, v1alpha1.ReasonFailed, "Prune", "removing the folder: %s", msg)
-		return ctrl.Result{RequeueAfter: backoff(2, time.Minute)}, nil
+		return ctrl.Result{RequeueAfter: retryDelay(2, time.Minute)}, nil
 	}
 	orig := obj.DeepCopy()
 	controllerutil.RemoveFinalizer(obj, pruneFinalizer)

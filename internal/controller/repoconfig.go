@@ -102,7 +102,7 @@ func (r *RepoConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	after, ready, reason, msg := interval, metav1.ConditionTrue, v1alpha1.ReasonSucceeded, ""
 	if err != nil {
-		after, ready, reason, msg = backoff(failures, interval), metav1.ConditionFalse, v1alpha1.ReasonFailed, oneLine(err)
+		after, ready, reason, msg = retryDelay(failures, interval), metav1.ConditionFalse, v1alpha1.ReasonFailed, oneLine(err)
 		r.log.Error("reconciling failed", "repoconfig", req.String(), "error", msg, "retry", after)
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
 	}

@@ -89,9 +89,9 @@ func progressing(obj metav1.Object, st *v1alpha1.ReconcileStatus) bool {
 	return true
 }
 
-// backoff is how long a resource that failed n times in a row waits
+// retryDelay is how long a resource that failed n times in a row waits
 // before it is tried again: doubling from 5s, never past its interval.
-func backoff(n int, interval time.Duration) time.Duration {
+func retryDelay(n int, interval time.Duration) time.Duration {
 	d := 5 * time.Second
 	for i := 1; i < n && d < interval; i++ {
 		d *= 2

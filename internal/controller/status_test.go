@@ -41,11 +41,11 @@ func TestRequestedAtReadsWhatPeopleAndWebhooksWrite(t *testing.T) {
 
 func TestBackoffDoublesUpToTheInterval(t *testing.T) {
 	for n, want := range map[int]time.Duration{1: 5 * time.Second, 2: 10 * time.Second, 3: 20 * time.Second, 5: 80 * time.Second, 9: 5 * time.Minute} {
-		if got := backoff(n, 5*time.Minute); got != want {
-			t.Errorf("backoff(%d) = %s, want %s", n, got, want)
+		if got := retryDelay(n, 5*time.Minute); got != want {
+			t.Errorf("retryDelay(%d) = %s, want %s", n, got, want)
 		}
 	}
-	if got := backoff(4, 10*time.Second); got != 10*time.Second {
+	if got := retryDelay(4, 10*time.Second); got != 10*time.Second {
 		t.Errorf("backoff past a short interval = %s", got)
 	}
 }

@@ -14,9 +14,10 @@ var layers = map[string][]string{
 	"api/v1alpha1":         {},
 	"internal/anchors":     {},
 	"internal/egress":      {},
+	"internal/backoff":     {},
 	"internal/testenv":     {"internal/devcluster"},
-	"internal/source":      {"internal/egress", "api/v1alpha1"},
-	"internal/registry":    {},
+	"internal/source":      {"internal/egress", "api/v1alpha1", "internal/backoff"},
+	"internal/registry":    {"internal/backoff"},
 	"internal/config":      {"internal/egress", "api/v1alpha1", "internal/anchors", "internal/source"},
 	"internal/render":      {"internal/egress", "api/v1alpha1", "internal/anchors", "internal/source", "internal/registry"},
 	"internal/sandbox":     {"api/v1alpha1", "internal/anchors", "internal/egress", "internal/source", "internal/registry", "internal/render"},
@@ -41,7 +42,7 @@ var layers = map[string][]string{
 	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing", "internal/imagesig", "internal/registry"},
 	"internal/preview":     {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/config", "internal/credentials", "internal/destination", "internal/hydrate", "internal/registry", "internal/render", "internal/source"},
 	// The controller drives the engines; nothing below knows of it.
-	"internal/controller": {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/signing", "internal/imagesig",
+	"internal/controller": {"internal/backoff", "internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/signing", "internal/imagesig",
 		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig", "internal/credentials", "internal/preview", "internal/dashboard"},
 }
 

@@ -2,7 +2,11 @@ package hydrate
 
 import (
 	"context"
+	"net/http"
+	"path"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,10 +101,34 @@ func TestPruneLeavesAFolderAnotherSyncClaimedMeanwhile(t *testing.T) {
 		t.Fatalf("web-next: %s %s", r.Result, r.Error)
 	}
 	tip := f.dstGit("rev-parse", "env/dev")
+	// What the prune asks of the destination's server, in order.
+	var mu sync.Mutex
+	var asked []string
+	f.git.FailWith(func(r *http.Request) int {
+		if strings.Contains(r.URL.Path, "/service-deploy.git/") {
+			mu.Lock()
+			asked = append(asked, r.Method+" "+path.Base(r.URL.Path)+" "+r.URL.Query().Get("service"))
+			mu.Unlock()
+		}
+		return 0
+	})
 	if _, err := Prune(ctx, ms, o); err != nil {
 		t.Fatal(err)
 	}
+	f.git.FailWith(nil)
 	if got := f.dstGit("rev-parse", "env/dev"); got != tip {
 		t.Errorf("another sync's folder was pruned: %s -> %s", tip, got)
+	}
+	// The prune built its removal on the tip it knew and tried to push it
+	// (the receive-pack advertisement showed the branch had moved, and no
+	// pack was sent), asked for the branch again, found the folder
+	// web-next's and pushed nothing. (A prune returning at once asks
+	// nothing; one removing the folder sends a pack.)
+	mu.Lock()
+	defer mu.Unlock()
+	trail := strings.Join(asked, ", ")
+	push := slices.Index(asked, "GET refs git-receive-pack")
+	if push < 0 || !slices.Contains(asked[push:], "GET refs git-upload-pack") || slices.Contains(asked, "POST git-receive-pack ") {
+		t.Errorf("the prune's requests: %s; want a push attempt on the stale tip, the branch asked for again after it, and no pack pushed", trail)
 	}
 }

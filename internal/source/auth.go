@@ -14,6 +14,8 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"golang.org/x/crypto/ssh"
+
+	"sluice.dev/sluice/internal/backoff"
 )
 
 // Auth holds git credentials. Its zero value is anonymous: https without
@@ -298,4 +300,10 @@ func (r *Repo) APICredentials() (user, password string) {
 		return b.Username, b.Password
 	}
 	return "", ""
+}
+
+// credsKey identifies credentials without keeping them, for the backoff:
+// a failure with some credentials does not hold back others.
+func credsKey(a Auth) [32]byte {
+	return backoff.Key(a.Username, a.Password, a.SSHKeyFile, a.SSHKeyPassphrase, string(a.SSHKey))
 }

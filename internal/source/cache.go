@@ -19,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
+	"sluice.dev/sluice/internal/backoff"
 	"sluice.dev/sluice/internal/egress"
 )
 
@@ -35,6 +36,9 @@ type Cache struct {
 
 	mu    sync.Mutex
 	repos map[string]*openCall
+	// failing holds each clone's backoff (by the key of repos), kept when
+	// a failed first Open leaves repos.
+	failing map[string]*backoff.Failures
 }
 
 type openCall struct {
@@ -196,13 +200,24 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 		}
 		return call.repo, call.err
 	}
-	if loc.IsLocal() {
+	longLived := maxAge(ctx, c.maxAge) > 0 || !notBefore(ctx).IsZero()
+	switch {
+	case loc.IsLocal():
 		call.repo, call.err = openLocal(loc, o.Create)
-	} else {
-		call.repo, call.err = c.openRemote(ctx, loc, o.Credentials)
+	case !longLived:
+		call.repo, call.err = c.openRemote(ctx, loc, o.Credentials, &backoff.Failures{})
+	default:
+		// A long-lived cache shares a failure until its backoff ends.
+		f := c.failuresOf(key)
+		creds := c.credsKey(o.Credentials)
+		if call.err = f.Shared(time.Now(), notBefore(ctx), creds); call.err == nil {
+			octx, ra := backoff.WithRetryAfter(ctx)
+			call.repo, call.err = c.openRemote(octx, loc, o.Credentials, f)
+			call.err = f.Record(ctx, call.err, ra.Get(), creds)
+		}
 	}
 	close(call.done)
-	if call.err != nil && (maxAge(ctx, c.maxAge) > 0 || !notBefore(ctx).IsZero()) {
+	if call.err != nil && longLived {
 		// A long-lived cache tries again next time (the server may be back).
 		c.mu.Lock()
 		if c.repos[key] == call {
@@ -222,6 +237,12 @@ func (c *Cache) Invalidate(rawURL string) {
 	}
 	key := loc.Key()
 	c.mu.Lock()
+	// A push said so: the server is up, whatever backoff runs.
+	for k, f := range c.failing {
+		if k == key || strings.HasPrefix(k, key+"\x00") {
+			f.Retry()
+		}
+	}
 	var repos []*Repo
 	for k, call := range c.repos {
 		if k == key || strings.HasPrefix(k, key+"\x00") {
@@ -299,7 +320,33 @@ func IsBare(dir string) bool {
 // repository.
 var ErrNotRepository = errors.New("not a git repository")
 
-func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials) (*Repo, error) {
+// credsKey identifies the credentials an Open uses: its own, or the
+// Cache's.
+func (c *Cache) credsKey(own *Credentials) [32]byte {
+	if own != nil {
+		return credsKey(own.Auth)
+	}
+	c.creds.mu.Lock()
+	defer c.creds.mu.Unlock()
+	return credsKey(c.creds.auth)
+}
+
+// failuresOf returns the backoff of the clone key.
+func (c *Cache) failuresOf(key string) *backoff.Failures {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failing == nil {
+		c.failing = map[string]*backoff.Failures{}
+	}
+	f, ok := c.failing[key]
+	if !ok {
+		f = &backoff.Failures{}
+		c.failing[key] = f
+	}
+	return f
+}
+
+func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials, fail *backoff.Failures) (*Repo, error) {
 	id := loc.Key()
 	if own != nil {
 		id += "\x00" + own.Scope
@@ -348,6 +395,7 @@ func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials) 
 	r.egress = c.egress
 	r.onFetch = c.onFetch
 	r.observe = c.observe
+	r.fail = fail
 	if err := r.fetch(ctx); err != nil {
 		return nil, err
 	}

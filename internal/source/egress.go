@@ -10,6 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
+	"sluice.dev/sluice/internal/backoff"
 	"sluice.dev/sluice/internal/egress"
 )
 
@@ -26,7 +27,7 @@ var gitTransports sync.Once
 
 func installGitTransports() {
 	gitTransports.Do(func() {
-		t := githttp.NewClient(&http.Client{Transport: egress.ByContext{}})
+		t := githttp.NewClient(&http.Client{Transport: backoff.Transport{Next: egress.ByContext{}}})
 		client.InstallProtocol("https", t)
 		client.InstallProtocol("http", t)
 	})

@@ -2,11 +2,14 @@ package source
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"sluice.dev/sluice/internal/backoff"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -95,5 +98,82 @@ func TestLongLivedCacheFetchesByAgeAndNotBefore(t *testing.T) {
 	}
 	if r, err := cache.Open(ContextWithMaxAge(ctx, time.Nanosecond), loc, creds("two")); err != nil || r != repo {
 		t.Fatalf("back to the right password: %v (same clone: %v)", err, r == repo)
+	}
+}
+
+// A remote's failure is shared like its success: while it backs off, every
+// Open answers with the failure and asks nothing; a Retry-After longer
+// than the backoff is obeyed; a caller asking for what the remote holds
+// since the failure (a webhook, a reconcile request) or bringing other
+// credentials (a rotated Secret) asks at once; a success ends it.
+func TestARemoteFailureIsSharedUntilItsBackoffEnds(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	w.Write(map[string]string{"a": "1\n"}).Commit("one")
+	w.Push("main")
+	var mu sync.Mutex
+	ops := 0
+	cache := NewCache(t.TempDir(), WithObserver(func(string) { mu.Lock(); ops++; mu.Unlock() }))
+	asked := func() int { mu.Lock(); defer mu.Unlock(); n := ops; ops = 0; return n }
+	loc := mustLoc(t, url)
+	every := ContextWithMaxAge(ctx, time.Nanosecond) // each Open wants a fresh look
+	if _, err := cache.Open(every, loc, OpenOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	asked()
+
+	srv.FailWith(func(*http.Request) int { return http.StatusTooManyRequests })
+	srv.RetryAfter(120)
+	start := time.Now()
+	_, err := cache.Open(every, loc, OpenOptions{})
+	var re *backoff.RetryError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "429") || re.Failures != 1 {
+		t.Fatalf("the first failure: %v", err)
+	}
+	if d := re.Next.Sub(start); d < 119*time.Second || d > 125*time.Second {
+		t.Errorf("next try in %s, want the server's Retry-After, 120s", d)
+	}
+	for range 50 {
+		if _, err := cache.Open(every, loc, OpenOptions{}); !errors.As(err, &re) || re.Failures != 1 {
+			t.Fatalf("an Open while backing off: %v", err)
+		}
+	}
+	if n := asked(); n != 1 {
+		t.Errorf("51 Opens while backing off asked the remote %d times, want 1", n)
+	}
+
+	// Other credentials are tried at once (and fail the same here).
+	other := OpenOptions{Credentials: &Credentials{Auth: Auth{Username: "bot", Password: "new"}}}
+	if _, err := cache.Open(every, loc, other); err == nil {
+		t.Fatal("the server is still failing")
+	}
+	if n := asked(); n != 1 {
+		t.Errorf("an Open with other credentials asked %d times, want 1", n)
+	}
+
+	// A controller starting during the outage: its first Opens too.
+	fresh := NewCache(t.TempDir(), WithObserver(func(string) { mu.Lock(); ops++; mu.Unlock() }))
+	for range 5 {
+		if _, err := fresh.Open(every, loc, OpenOptions{}); !errors.As(err, &re) {
+			t.Fatalf("a first Open while the server fails: %v", err)
+		}
+	}
+	if n := asked(); n != 1 {
+		t.Errorf("5 first Opens asked %d times, want 1", n)
+	}
+
+	// Back up: an Open asking for what the remote holds since now asks,
+	// and the failure is over for everyone.
+	srv.FailWith(nil)
+	if _, err := cache.Open(ContextWithNotBefore(every, time.Now()), loc, OpenOptions{}); err != nil {
+		t.Fatalf("asked since the failure: %v", err)
+	}
+	if _, err := cache.Open(every, loc, OpenOptions{}); err != nil {
+		t.Fatalf("after the success: %v", err)
+	}
+	if n := asked(); n != 2 {
+		t.Errorf("two Opens once back asked %d times, want 2", n)
 	}
 }

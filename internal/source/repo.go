@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
+	"sluice.dev/sluice/internal/backoff"
 	"sluice.dev/sluice/internal/egress"
 )
 
@@ -42,6 +43,9 @@ type Repo struct {
 	lock string
 	// fetched is when the clone last asked the remote for its refs.
 	fetched time.Time
+	// fail is the backoff of the remote's failures, shared with the
+	// Cache's later Opens of the same clone.
+	fail *backoff.Failures
 
 	mu    sync.Mutex
 	git   *git.Repository
@@ -63,7 +67,7 @@ type Repo struct {
 }
 
 func newRepo(loc Location, g *git.Repository, root, prefix string) *Repo {
-	return &Repo{loc: loc, git: g, root: root, prefix: prefix, trees: map[plumbing.Hash]*object.Tree{},
+	return &Repo{loc: loc, git: g, root: root, prefix: prefix, fail: &backoff.Failures{}, trees: map[plumbing.Hash]*object.Tree{},
 		commits: map[plumbing.Hash]plumbing.Hash{}, resolved: map[string]plumbing.Hash{}, refs: map[plumbing.ReferenceName]plumbing.Hash{}}
 }
 
@@ -236,12 +240,27 @@ func (r *Repo) refreshIfOlder(ctx context.Context, d time.Duration, notBefore ti
 	if (d <= 0 || time.Since(r.fetched) < d) && !r.fetched.Before(notBefore) {
 		return nil
 	}
+	creds := r.credsKey()
+	if err := r.fail.Shared(time.Now(), notBefore, creds); err != nil {
+		return err
+	}
 	unlock, err := lockFile(r.lock)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return r.fetch(ctx)
+	fctx, ra := backoff.WithRetryAfter(ctx)
+	return r.fail.Record(ctx, r.fetch(fctx), ra.Get(), creds)
+}
+
+// credsKey identifies the credentials the clone's requests use now.
+func (r *Repo) credsKey() [32]byte {
+	if r.creds == nil {
+		return credsKey(Auth{})
+	}
+	r.creds.mu.Lock()
+	defer r.creds.mu.Unlock()
+	return credsKey(r.creds.auth)
 }
 
 // reindex makes the object storage list the clone's packs again.

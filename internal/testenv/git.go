@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,7 +28,12 @@ type GitServer struct {
 	password string
 	hook     func(*http.Request)
 	fail     atomic.Pointer[func(*http.Request) int]
+	// retryAfter is the Retry-After (seconds) of FailWith's answers.
+	retryAfter atomic.Int64
 }
+
+// RetryAfter makes FailWith's answers say Retry-After: seconds (0: none).
+func (s *GitServer) RetryAfter(seconds int) { s.retryAfter.Store(int64(seconds)) }
 
 // FailWith makes the server answer with the status f returns (0: serve
 // normally), as a git server that is down or overloaded would; nil
@@ -84,6 +90,9 @@ func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 		}
 		if f := s.fail.Load(); f != nil {
 			if code := (*f)(r); code != 0 {
+				if ra := s.retryAfter.Load(); ra > 0 {
+					w.Header().Set("Retry-After", strconv.FormatInt(ra, 10))
+				}
 				http.Error(w, http.StatusText(code), code)
 				return
 			}
