@@ -51,11 +51,12 @@ func mainServe() {
 	kustomize := flag.Bool("kustomize", false, "each app a kustomization (rendered in a worker), not a folder of plain YAML (parsed in process)")
 	history := flag.Int("history", 0, "commits of history under each source repository's apps (a monorepo's: -repos 1 -syncs 500 -history 15000 -touch 3)")
 	touch := flag.Int("touch", 1, "apps of one source repository each timed push changes")
+	outage := flag.Duration("outage", 0, "after the idle interval, the git server answers 503 for this long: requests counted, then the time until every sync is Ready again, nobody acting")
 	registryRPS := flag.Float64("registry-rps", 20, "the controller's --registry-rps (its default): look-ups of every tag once an interval need tags/interval requests a second")
 	flag.Parse()
 	tb := newTB()
 	defer tb.cleanup()
-	s := &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: *tags, branches: *branches, interval: *interval, pushes: *pushes, followers: *followers, isolation: *isolation, kustomize: *kustomize, history: *history, touch: *touch, registryRPS: *registryRPS}
+	s := &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: *tags, branches: *branches, interval: *interval, pushes: *pushes, followers: *followers, isolation: *isolation, kustomize: *kustomize, history: *history, touch: *touch, registryRPS: *registryRPS, outage: *outage}
 	if err := s.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		tb.cleanup()
@@ -71,6 +72,7 @@ type serveBench struct {
 	kustomize                                       bool
 	history, touch                                  int
 	registryRPS                                     float64
+	outage                                          time.Duration
 
 	work    string
 	bin     string
@@ -460,6 +462,34 @@ func (s *serveBench) run() error {
 	cpuIdle := cpuB1 - cpuB0
 	idleReady, _, _ := s.ready(ctx, "")
 
+	// (b′) a git outage: what it costs the server, and the way back.
+	var outageReqs int64
+	var outageReady int
+	var backAfter time.Duration
+	if s.outage > 0 {
+		git0 := s.git.Requests.Load()
+		s.git.FailWith(func(*http.Request) int { return http.StatusServiceUnavailable })
+		time.Sleep(s.outage)
+		outageReqs = s.git.Requests.Load() - git0
+		outageReady, _, _ = s.ready(ctx, "")
+		s.git.FailWith(nil)
+		back := time.Now()
+		for {
+			ready, _, err := s.ready(ctx, "")
+			if err != nil {
+				return err
+			}
+			if ready == total {
+				break
+			}
+			if time.Since(back) > 10*time.Minute {
+				return fmt.Errorf("(b′): %d of %d Ready 10 minutes after the git server came back", ready, total)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		backAfter = time.Since(back)
+	}
+
 	// (c) a push to one source repository changing s.touch of its apps,
 	// and its webhook: until the destination holds every change; what
 	// each push rendered and fetched.
@@ -558,6 +588,12 @@ func (s *serveBench) run() error {
 	fmt.Printf("| (b) registry requests | %d | %s |\n", regBn, tReg)
 	fmt.Printf("| (b) controller CPU | %s (%d renders; %d of %d still Ready) | %s |\n", round(cpuIdle), int(rendersB), idleReady, total, tIdle)
 	fmt.Printf("| (b) kube-apiserver: CPU, requests by verb | %s; %s | |\n", round(apiCPUB1-apiCPUB0), apiReqB1.since(apiReqB0, 0))
+	if s.outage > 0 {
+		// Each source repository and the destination: repos+1.
+		perRepoInterval := float64(outageReqs) / float64(s.repos+1) / (float64(s.outage) / float64(s.interval))
+		fmt.Printf("| (b′) git server answering 503 for %s: git requests | %d (%.2f per repository per interval; %d of %d syncs still Ready at its end) | ≤ 2 per repository per interval |\n", s.outage, outageReqs, perRepoInterval, outageReady, total)
+		fmt.Printf("| (b′) the server back → every sync Ready, nobody acting | %s | |\n", round(backAfter))
+	}
 	fmt.Printf("| (c) push changing %d app(s) + webhook → destination commits, %d pushes | p50 %s, p95 %s, max %s | p50 < 2 s |\n", s.touch, s.pushes, percentile(lat, 50), percentile(lat, 95), percentile(lat, 100))
 	fmt.Printf("| (c) per push: renders, fetches (median; max) | %.0f, %.0f; %.0f, %.0f | %d, 1 |\n", medianOf(pushRenders), medianOf(pushFetches), slices.Max(pushRenders), slices.Max(pushFetches), s.touch)
 	fmt.Printf("| (d) moved tag + registry notification → %d syncs re-pinned | %s | |\n", s.followers, round(repin))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -272,4 +273,51 @@ spec:
 	for _, n := range names {
 		e.ready(n, metav1.ConditionTrue, 60*time.Second)
 	}
+}
+
+// A registry holding look-ups back (429, Retry-After) while a followed tag
+// has moved: the sync stays Ready with what it knows, but says the tag is
+// not current and why (the look-up waits for the Retry-After, until
+// when), rather than "up to date"; once the registry answers, the new
+// digest is pinned and the note goes.
+func TestASyncSaysWhyAMovedTagWaits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	e.apply(strings.Replace(webSync, "interval: 1h", "interval: 2s", 1))
+	e.ready("web", metav1.ConditionTrue, 30*time.Second)
+	e.reg.RetryAfter(15)
+	var pushing atomic.Bool // the test's own push is served
+	e.reg.FailWith(func(r *http.Request) int {
+		if strings.Contains(r.URL.Path, "/manifests/") && !pushing.Load() {
+			return http.StatusTooManyRequests
+		}
+		return 0
+	})
+	pushing.Store(true)
+	moved := e.reg.Push(t, "team/app:v1")
+	pushing.Store(false)
+	e.eventually(20*time.Second, func() string {
+		ms := e.sync("web")
+		c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+		switch {
+		case c.Status != metav1.ConditionTrue:
+			return "not Ready: " + c.Message
+		case !strings.Contains(c.Message, "not current: "+e.reg.Host+"/team/app:v1 last looked up at") ||
+			!strings.Contains(c.Message, "waits for the registry's Retry-After, until"):
+			return "Ready says nothing of the tag waiting: " + c.Message
+		case ms.Status.Images[0].Digest == moved:
+			return "pinned while the registry held look-ups back"
+		}
+		return ""
+	})
+	e.reg.FailWith(nil)
+	e.eventually(40*time.Second, func() string {
+		ms := e.sync("web")
+		c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+		if ms.Status.Images[0].Digest != moved || strings.Contains(c.Message, "not current") {
+			return "not re-pinned yet: " + c.Message
+		}
+		return ""
+	})
 }

@@ -197,6 +197,10 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 			msg = c.Message
 		}
 	}
+	if err == nil && len(res.Stale) > 0 {
+		// Ready, as far as what is known goes: say what is not current.
+		msg += "; not current: " + strings.Join(res.Stale, "; ")
+	}
 	prevReason := ""
 	if c := readyCondition(obj.Status.Conditions); c != nil {
 		prevReason = c.Reason

@@ -199,6 +199,11 @@ type Result struct {
 	Revision *v1alpha1.ProvenanceSource `json:"revision,omitempty"`
 	// Images are the pinned images.
 	Images []v1alpha1.PinnedImage `json:"images,omitempty"`
+	// Stale are the tags whose digest was answered from an earlier
+	// look-up that could not be made current (the registry failing, or
+	// holding requests back): what is pinned may be behind the tag. One
+	// line each, saying why.
+	Stale []string `json:"stale,omitempty"`
 	// Rendered tells whether the source was rendered (false when the
 	// inputs were seen unchanged without rendering).
 	Rendered bool `json:"rendered"`
@@ -290,7 +295,9 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 			if o.SyncContext != nil {
 				sctx = o.SyncContext(sctx, s)
 			}
+			sctx, stale := registry.ContextWithStaleReport(sctx)
 			p := r.plan(sctx, s)
+			p.stale = stale.Notes()
 			plans[i] = p
 			// A proposal's unchanged syncs still learn how their pull
 			// request stands, at the write.

@@ -40,6 +40,7 @@ type plan struct {
 	folder   destination.Folder // nil: nothing to write
 	rendered bool
 	diff     string
+	stale    []string // tags answered stale, and why (Result.Stale)
 }
 
 func (p *plan) result() Result {
@@ -51,6 +52,7 @@ func (p *plan) result() Result {
 		Destination: fmt.Sprintf("%s %s %s", source.Redact(d.Repo), p.branch, d.Path),
 		Rendered:    p.rendered,
 		Diff:        p.diff,
+		Stale:       p.stale,
 		Err:         p.err,
 	}
 	res.Branch = p.branch

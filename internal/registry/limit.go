@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"sluice.dev/sluice/internal/backoff"
 )
 
 // Limiter keeps each registry host under a request rate, and holds every
@@ -51,6 +53,10 @@ type hostLimit struct {
 	// up behind a render) to a few at a time in the rate's queue, so that
 	// one somebody waits for is not queued behind all of them.
 	background chan struct{}
+	// fail is the host's backoff: a host down or answering 5xx (once a
+	// look-up's own retries are spent) is asked again when it ends,
+	// whatever asks meanwhile.
+	fail backoff.Failures
 }
 
 // backgroundSlots is how many look-ups nobody waits for may queue for a
@@ -127,6 +133,21 @@ func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// anyone is the credentials of a host's backoff: a host down is down for
+// every Client.
+var anyone = backoff.Key()
+
+// failures is host's backoff.
+func (l *Limiter) failures(host string) *backoff.Failures { return &l.host(host).fail }
+
+// blockedUntil is when a Retry-After lets requests to host go again.
+func (l *Limiter) blockedUntil(host string) time.Time {
+	hl := l.host(host)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return hl.blocked
 }
 
 type backgroundKey struct{}

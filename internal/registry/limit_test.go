@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice.dev/sluice/internal/backoff"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -116,5 +118,52 @@ func TestNotBeforeLooksUpOnceForEveryCallerOfOneMoment(t *testing.T) {
 	}
 	if n := reg.Requests.Load() - before; n != 1 {
 		t.Errorf("ten callers of one moment made %d requests, want 1", n)
+	}
+}
+
+// A registry host down (here answering 502) is asked again when its
+// backoff ends, whatever asks meanwhile: once a look-up's own retries are
+// spent, look-ups of any tag fail at once with its failure and when the
+// next try is, and only a look-up asking for what the registry holds
+// since a moment asks before.
+func TestAFailingHostIsAskedOncePerBackoff(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	for i := range 5 {
+		reg.Push(t, fmt.Sprintf("team/app:v%d", i))
+	}
+	var asked atomic.Int64
+	c := New(WithLimiter(NewLimiter(0, func(host string, status int) {
+		if host == reg.Host && status == http.StatusBadGateway {
+			asked.Add(1)
+		}
+	})))
+	reg.FailWith(func(r *http.Request) int {
+		if strings.Contains(r.URL.Path, "/manifests/") {
+			return http.StatusBadGateway
+		}
+		return 0
+	})
+	ctx := context.Background()
+	if _, err := c.Digest(ctx, reg.Host+"/team/app:v0"); err == nil || !strings.Contains(err.Error(), "502") {
+		t.Fatalf("a look-up while the registry fails: %v", err)
+	}
+	// The look-up's own retries spent, the host backs off.
+	first := asked.Load()
+	for i := range 20 {
+		_, err := c.Digest(ctx, fmt.Sprintf("%s/team/app:v%d", reg.Host, i%5))
+		var re *backoff.RetryError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), "502 Bad Gateway") || !strings.Contains(err.Error(), "next try at") {
+			t.Fatalf("look-up %d while backing off: %v", i, err)
+		}
+	}
+	if n := asked.Load() - first; n != 0 {
+		t.Errorf("20 look-ups of 5 tags while the host backs off made %d requests, want none", n)
+	}
+	reg.FailWith(nil)
+	if _, err := c.Digest(ContextWithNotBefore(ctx, time.Now()), reg.Host+"/team/app:v1"); err != nil {
+		t.Fatalf("a look-up asking for now, once the registry is back: %v", err)
+	}
+	if _, err := c.Digest(ctx, reg.Host+"/team/app:v2"); err != nil {
+		t.Fatalf("after a success: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +57,66 @@ type call[T any] struct {
 	err error
 	// refreshing: a look-up in the background replaces this answer.
 	refreshing bool
+	// refreshErr is why the last look-up in the background failed.
+	refreshErr error
+}
+
+type staleKey struct{}
+
+// StaleReport collects what the look-ups of a context answered from a
+// stale answer that could not be made current: its look-up again failed,
+// or waits behind the registry's Retry-After. The digest pinned may then
+// be behind the tag, and the sync says why.
+type StaleReport struct {
+	mu    sync.Mutex
+	notes map[string]string
+}
+
+// ContextWithStaleReport returns a context whose stale answers are noted
+// in the StaleReport returned.
+func ContextWithStaleReport(ctx context.Context) (context.Context, *StaleReport) {
+	s := &StaleReport{notes: map[string]string{}}
+	return context.WithValue(ctx, staleKey{}, s), s
+}
+
+// Notes are the stale answers, one line each, sorted.
+func (s *StaleReport) Notes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.notes))
+	for _, n := range s.notes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// noteStale notes in ctx's report, if any, why the stale answer of key
+// (asked at) is not current.
+func (c *Client) noteStale(ctx context.Context, key string, at time.Time, refreshErr error) {
+	s, _ := ctx.Value(staleKey{}).(*StaleReport)
+	if s == nil {
+		return
+	}
+	var why string
+	switch {
+	case refreshErr != nil:
+		why = "looking it up again failed: " + refreshErr.Error()
+	case c.limit != nil:
+		host := key
+		if r, err := name.ParseReference(key, c.nameOptions(key)...); err == nil {
+			host = r.Context().RegistryStr()
+		}
+		if until := c.limit.blockedUntil(host); until.After(c.now()) {
+			why = fmt.Sprintf("looking it up again waits for the registry's Retry-After, until %s", until.UTC().Format(time.TimeOnly))
+		}
+	}
+	if why == "" {
+		return
+	}
+	s.mu.Lock()
+	s.notes[key] = fmt.Sprintf("%s last looked up at %s; %s", key, at.UTC().Format(time.TimeOnly), why)
+	s.mu.Unlock()
 }
 
 // Change is a tag (or a repository's tag list) that a look-up in the
@@ -332,12 +393,15 @@ func memo[T any](ctx context.Context, c *Client, m map[string]*call[T], key stri
 	if ok && ttl > 0 && isDone(cl.done) && c.now().Sub(cl.at) > ttl {
 		if revalidate, _ := ctx.Value(revalidateKey{}).(bool); revalidate && c.changed != nil && cl.err == nil {
 			// Stale, answered as it stands; looked up again behind it.
+			refreshErr := cl.refreshErr
 			if !cl.refreshing {
 				cl.refreshing = true
 				go refresh(context.WithoutCancel(ctx), c, m, key, cl, f)
 			}
+			at, val := cl.at, cl.val
 			c.mu.Unlock()
-			return cl.val, nil
+			c.noteStale(ctx, key, at, refreshErr)
+			return val, nil
 		}
 		ok = false // stale: ask again
 	}
@@ -348,7 +412,7 @@ func memo[T any](ctx context.Context, c *Client, m map[string]*call[T], key stri
 	c.mu.Unlock()
 	if !ok {
 		var at time.Time
-		cl.val, cl.err, at = ask(ctx, c, f)
+		cl.val, cl.err, at = ask(ctx, c, key, f)
 		c.mu.Lock()
 		cl.at = at
 		c.mu.Unlock()
@@ -377,9 +441,12 @@ const refreshTimeout = 10 * time.Minute
 func refresh[T any](ctx context.Context, c *Client, m map[string]*call[T], key string, old *call[T], f func(context.Context) (T, error)) {
 	ctx, cancel := context.WithTimeout(context.WithValue(ctx, backgroundKey{}, true), refreshTimeout)
 	defer cancel()
-	val, err, at := ask(ctx, c, f)
+	val, err, at := ask(ctx, c, key, f)
 	c.mu.Lock()
 	old.refreshing = false
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		old.refreshErr = err
+	}
 	if err != nil && !errors.Is(err, ErrNotFound) || m[key] != old {
 		// Failed, or replaced meanwhile (a look-up asked since a moment).
 		c.mu.Unlock()
@@ -418,12 +485,42 @@ func (s *sent) mark() {
 
 // ask runs f, returning when the registry was asked: when f's last
 // request left (or when f began, if it sent none).
-func ask[T any](ctx context.Context, c *Client, f func(context.Context) (T, error)) (T, error, time.Time) {
+//
+// The look-up's host backs off as a whole: while a look-up that failed
+// for the host's sake (5xx, no connection, once its own retries were
+// spent) holds its backoff, look-ups of any of its tags fail at once with
+// that failure, unless asked for what the registry holds since it.
+func ask[T any](ctx context.Context, c *Client, key string, f func(context.Context) (T, error)) (T, error, time.Time) {
+	host, _, _ := strings.Cut(key, "/")
+	fail := c.limit.failures(host)
+	nb, _ := ctx.Value(notBeforeKey{}).(time.Time)
+	if err := fail.Shared(time.Now(), nb, anyone); err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", key, err), c.now()
+	}
 	s := &sent{at: c.now(), now: c.now}
 	val, err := f(context.WithValue(ctx, sentKey{}, s))
+	switch {
+	case err == nil || errors.Is(err, ErrNotFound):
+		fail.Record(ctx, nil, 0, anyone)
+	case hostFailed(err):
+		err = fail.Record(ctx, err, 0, anyone) // says when the next try is
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return val, err, s.at
+}
+
+// hostFailed tells a failure of the registry host's (a 5xx, no
+// connection) from one of the look-up's (a missing tag, a refusal).
+func hostFailed(err error) bool {
+	var terr *transport.Error
+	if errors.As(err, &terr) {
+		return terr.StatusCode >= 500
+	}
+	var nerr net.Error
+	var oerr *net.OpError
+	return errors.As(err, &nerr) || errors.As(err, &oerr)
 }
 
 func isDone(ch chan struct{}) bool {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,8 @@ type Registry struct {
 	bandwidth atomic.Int64
 	// Fail, when set, answers requests whose path contains its key with the
 	// status code it maps to (to test retries and errors).
-	fail atomic.Pointer[func(*http.Request) int]
+	fail       atomic.Pointer[func(*http.Request) int]
+	retryAfter atomic.Int64
 }
 
 // NewRegistry starts a registry; it stops when the test ends. It has no
@@ -62,7 +64,8 @@ func newRegistry(t TB, referrers bool) *Registry {
 		if f := r.fail.Load(); f != nil {
 			if code := (*f)(req); code != 0 {
 				if code == http.StatusTooManyRequests {
-					w.Header().Set("Retry-After", "1") // as registries say when to come back
+					ra := max(r.retryAfter.Load(), 1)
+					w.Header().Set("Retry-After", strconv.FormatInt(ra, 10)) // as registries say when to come back
 				}
 				http.Error(w, http.StatusText(code), code)
 				return
@@ -74,6 +77,10 @@ func newRegistry(t TB, referrers bool) *Registry {
 	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
 	return r
 }
+
+// RetryAfter sets the Retry-After (seconds) of FailWith's 429s; the
+// default is 1.
+func (r *Registry) RetryAfter(seconds int) { r.retryAfter.Store(int64(seconds)) }
 
 // FailWith makes the registry answer with the status f returns (0: serve
 // normally); nil restores normal service.
