@@ -84,10 +84,13 @@ func (f *Failures) Shared(now, notBefore time.Time, creds [32]byte) error {
 	return &RetryError{Err: f.err, Failures: f.n, Next: f.next}
 }
 
-// Record notes a request's outcome and returns err as the Opens waiting
+// Record notes a request's outcome and returns err as the callers waiting
 // on it see it; a failure of the caller's own (its context ended) is not
-// the remote's, and leaves the backoff as it was.
-func (f *Failures) Record(ctx context.Context, err error, retryAfter time.Duration, creds [32]byte) error {
+// the remote's, and leaves the backoff as it was. every, when set, is how
+// often the remote is asked when healthy (a sync's interval): the backoff
+// grows no longer than that, so that a failing remote costs no more than
+// a healthy one and is seen back within one interval.
+func (f *Failures) Record(ctx context.Context, err error, retryAfter, every time.Duration, creds [32]byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
@@ -100,6 +103,9 @@ func (f *Failures) Record(ctx context.Context, err error, retryAfter time.Durati
 	f.n++
 	d := First << min(f.n-1, 10)
 	d = min(d, Max)
+	if every > 0 {
+		d = min(d, max(every, First))
+	}
 	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 	d = max(d, retryAfter)
 	f.err, f.at, f.next, f.creds = err, time.Now(), time.Now().Add(d), creds

@@ -502,9 +502,10 @@ func ask[T any](ctx context.Context, c *Client, key string, f func(context.Conte
 	val, err := f(context.WithValue(ctx, sentKey{}, s))
 	switch {
 	case err == nil || errors.Is(err, ErrNotFound):
-		fail.Record(ctx, nil, 0, anyone)
+		fail.Record(ctx, nil, 0, 0, anyone)
 	case hostFailed(err):
-		err = fail.Record(ctx, err, 0, anyone) // says when the next try is
+		every, _ := ctx.Value(maxAgeKey{}).(time.Duration)
+		err = fail.Record(ctx, err, 0, every, anyone) // says when the next try is
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

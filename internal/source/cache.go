@@ -213,7 +213,7 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 		if call.err = f.Shared(time.Now(), notBefore(ctx), creds); call.err == nil {
 			octx, ra := backoff.WithRetryAfter(ctx)
 			call.repo, call.err = c.openRemote(octx, loc, o.Credentials, f)
-			call.err = f.Record(ctx, call.err, ra.Get(), creds)
+			call.err = f.Record(ctx, call.err, ra.Get(), maxAge(ctx, c.maxAge), creds)
 		}
 	}
 	close(call.done)

@@ -250,7 +250,7 @@ func (r *Repo) refreshIfOlder(ctx context.Context, d time.Duration, notBefore ti
 	}
 	defer unlock()
 	fctx, ra := backoff.WithRetryAfter(ctx)
-	return r.fail.Record(ctx, r.fetch(fctx), ra.Get(), creds)
+	return r.fail.Record(ctx, r.fetch(fctx), ra.Get(), d, creds)
 }
 
 // credsKey identifies the credentials the clone's requests use now.
