@@ -321,3 +321,68 @@ func TestASyncSaysWhyAMovedTagWaits(t *testing.T) {
 		return ""
 	})
 }
+
+// A followed tag deleted from the registry: the syncs following it fail
+// saying so, their folders keep the digest last pinned (nothing is
+// committed), the registry is asked about the tag about once an interval
+// whatever the number of syncs, and the tag pushed again is pinned with
+// nobody acting.
+func TestATagThatDisappears(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	var names []string
+	for i := range 4 {
+		name := fmt.Sprintf("web-%d", i)
+		names = append(names, name)
+		e.apply(fmt.Sprintf(`apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: %s}
+spec:
+  source: {repo: APP, ref: main, path: deploy/web}
+  images: [{name: REG/team/app}]
+  destination: {repo: DST, branch: env/dev, path: apps/%s}
+  interval: 2s
+`, name, name))
+	}
+	for _, n := range names {
+		e.ready(n, metav1.ConditionTrue, 30*time.Second)
+	}
+	pinned := e.sync("web-0").Status.Images[0].Digest
+	tip := testenv.Git(t, "", "--git-dir", e.dstDir, "rev-parse", "env/dev")
+	var asked atomic.Int64
+	e.reg.FailWith(func(r *http.Request) int {
+		if strings.HasSuffix(r.URL.Path, "/team/app/manifests/v1") {
+			asked.Add(1)
+		}
+		return 0
+	})
+	e.reg.Delete(t, "team/app:v1")
+	start := time.Now()
+	for _, n := range names {
+		ms := e.ready(n, metav1.ConditionFalse, 30*time.Second)
+		c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+		if !strings.Contains(c.Message, `tag "v1" not found`) || ms.Status.Images[0].Digest != pinned {
+			t.Errorf("%s while the tag is gone: %q, pinned %s (was %s)", n, c.Message, ms.Status.Images[0].Digest, pinned)
+		}
+	}
+	time.Sleep(6 * time.Second)
+	// About once an interval (2 s), however many syncs follow it (4).
+	if n, intervals := asked.Load(), time.Since(start)/(2*time.Second); n > 2*int64(intervals)+2 {
+		t.Errorf("the deleted tag was asked about %d times in %d intervals by 4 syncs", n, intervals)
+	}
+	if got := testenv.Git(t, "", "--git-dir", e.dstDir, "rev-parse", "env/dev"); got != tip {
+		t.Errorf("something was committed while the tag was gone: %s -> %s", tip, got)
+	}
+	back := e.reg.Push(t, "team/app:v1")
+	for _, n := range names {
+		e.eventually(40*time.Second, func() string {
+			ms := e.sync(n)
+			c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+			if c.Status != metav1.ConditionTrue || ms.Status.Images[0].Digest != back {
+				return n + " not re-pinned yet: " + c.Message
+			}
+			return ""
+		})
+	}
+}

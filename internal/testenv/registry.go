@@ -121,6 +121,19 @@ func (r *Registry) PushImage(t TB, repoTag string, img v1.Image) string {
 	return d.String()
 }
 
+// Delete removes repo:tag (repo without host), as a registry's retention
+// policy or a person does.
+func (r *Registry) Delete(t TB, repoTag string) {
+	t.Helper()
+	ref, err := name.ParseReference(r.Host + "/" + repoTag)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if err := remote.Delete(ref); err != nil {
+		t.Fatalf("deleting %s: %v", ref, err)
+	}
+}
+
 // Tag points repo:tag at an existing digest (repo without host).
 func (r *Registry) Tag(t TB, repo, digest, tag string) {
 	t.Helper()
