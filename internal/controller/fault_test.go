@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -385,4 +386,30 @@ spec:
 			return ""
 		})
 	}
+}
+
+// The destination refusing a push (a pre-receive hook, as a protected
+// branch's): the sync says so in the server's own words, nothing is
+// committed, and it lands by itself once the server accepts it.
+func TestADestinationRefusingAPushIsQuotedAndRetried(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	hook := filepath.Join(e.dstDir, "hooks", "pre-receive")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'GL-HOOK-ERR: env/dev is protected: changes need a merge request' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.apply(strings.Replace(webSync, "interval: 1h", "interval: 4s", 1))
+	ms := e.ready("web", metav1.ConditionFalse, 30*time.Second)
+	c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
+	if !strings.Contains(c.Message, `the server said: "GL-HOOK-ERR: env/dev is protected: changes need a merge request"`) {
+		t.Errorf("a push the server refused: %q", c.Message)
+	}
+	if out, err := exec.Command("git", "--git-dir", e.dstDir, "rev-parse", "--verify", "-q", "env/dev").Output(); err == nil {
+		t.Errorf("env/dev exists after a refused push: %s", out)
+	}
+	if err := os.Remove(hook); err != nil {
+		t.Fatal(err)
+	}
+	e.ready("web", metav1.ConditionTrue, 30*time.Second)
 }

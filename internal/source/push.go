@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"sync"
+	"unicode"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -40,7 +43,7 @@ var errBranchMoved = errors.New("the branch moved on the remote")
 var errNotSimple = errors.New("not a short run of commits on the old tip")
 
 // pushCommits updates refName on the remote at url from old to newHash.
-func (r *Repo) pushCommits(ctx context.Context, url string, auth transport.AuthMethod, refName plumbing.ReferenceName, newHash, old plumbing.Hash, force bool) error {
+func (r *Repo) pushCommits(ctx context.Context, url string, auth transport.AuthMethod, refName plumbing.ReferenceName, newHash, old plumbing.Hash, force bool, said *serverSaid) error {
 	hashes, err := r.newObjects(newHash, old)
 	if errors.Is(err, plumbing.ErrObjectNotFound) {
 		// Another clone sharing this one's objects may have written
@@ -87,6 +90,13 @@ func (r *Repo) pushCommits(ctx context.Context, url string, auth transport.AuthM
 	}
 	req := packp.NewReferenceUpdateRequestFromCapabilities(ar.Capabilities)
 	req.Commands = []*packp.Command{{Name: refName, Old: cur, New: newHash}}
+	// What the server's hooks say comes on the progress side band.
+	req.Progress = said
+	if ar.Capabilities.Supports(capability.Sideband64k) {
+		req.Capabilities.Set(capability.Sideband64k)
+	} else if ar.Capabilities.Supports(capability.Sideband) {
+		req.Capabilities.Set(capability.Sideband)
+	}
 	rd, wr := io.Pipe()
 	req.Packfile = rd
 	encoded := make(chan error, 1)
@@ -207,4 +217,48 @@ func treeAdds(s storer.EncodedObjectStorer, tree, before plumbing.Hash, seen map
 		}
 	}
 	return nil
+}
+
+// serverSaid keeps the last of what a server said on a push's progress
+// side band (its hooks' messages: "env/dev is protected", "commits must be
+// signed"), for the error that reports the push refused.
+type serverSaid struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const serverSaidMax = 4 << 10
+
+func (s *serverSaid) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = append(s.buf, p...)
+	if len(s.buf) > serverSaidMax {
+		s.buf = s.buf[len(s.buf)-serverSaidMax:]
+	}
+	return len(p), nil
+}
+
+// String is what the server said, one line after another, without
+// progress counters and control characters, at most 500 bytes (the end).
+func (s *serverSaid) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var lines []string
+	for _, l := range strings.FieldsFunc(string(s.buf), func(r rune) bool { return r == '\n' || r == '\r' }) {
+		l = strings.TrimSpace(strings.Map(func(r rune) rune {
+			if unicode.IsPrint(r) {
+				return r
+			}
+			return -1
+		}, l))
+		if l != "" && !strings.HasPrefix(l, "Resolving deltas") && !strings.HasPrefix(l, "Unpacking objects") {
+			lines = append(lines, l)
+		}
+	}
+	out := strings.Join(lines, " / ")
+	if len(out) > 500 {
+		out = "…" + out[len(out)-500:]
+	}
+	return out
 }

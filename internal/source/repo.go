@@ -567,9 +567,10 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 	}
 	defer unlock()
 	r.note("push")
-	err = r.pushCommits(ctx, url, method, refName, newHash, old, o.Force)
+	said := &serverSaid{}
+	err = r.pushCommits(ctx, url, method, refName, newHash, old, o.Force, said)
 	if errors.Is(err, errNotSimple) {
-		err = r.pushAll(ctx, url, method, name, refName, newHash, o.Force)
+		err = r.pushAll(ctx, url, method, name, refName, newHash, o.Force, said)
 	}
 	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
 		// Mirror the new tip locally, as the next fetch would.
@@ -577,6 +578,9 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 		return r.git.Storer.SetReference(plumbing.NewHashReference(refName, newHash))
 	}
 	pushErr := redactErr(err)
+	if words := said.String(); words != "" {
+		pushErr = fmt.Errorf("%w; the server said: %q", pushErr, words)
+	}
 	if ferr := r.fetch(ctx); ferr != nil {
 		return fmt.Errorf("pushing %s to %s: %w (and refreshing: %v)", name, r.loc, pushErr, ferr)
 	}
@@ -594,7 +598,7 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 // pushAll pushes through go-git's push, which sends what the remote's
 // advertised history lacks (pushCommits sends a short run of commits on
 // the remote's tip more cheaply).
-func (r *Repo) pushAll(ctx context.Context, url string, method transport.AuthMethod, name string, refName plumbing.ReferenceName, newHash plumbing.Hash, force bool) error {
+func (r *Repo) pushAll(ctx context.Context, url string, method transport.AuthMethod, name string, refName plumbing.ReferenceName, newHash plumbing.Hash, force bool, said *serverSaid) error {
 	// The push walks the clone's refs, which others sharing it may have
 	// moved to objects in packs of theirs.
 	r.reindex()
@@ -611,7 +615,7 @@ func (r *Repo) pushAll(ctx context.Context, url string, method transport.AuthMet
 	if err != nil {
 		return err
 	}
-	return remote.PushContext(ctx, &git.PushOptions{RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: method})
+	return remote.PushContext(ctx, &git.PushOptions{RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: method, Progress: said})
 }
 
 func (r *Repo) updateLocal(refName plumbing.ReferenceName, newHash, old plumbing.Hash, o UpdateBranchOptions) error {

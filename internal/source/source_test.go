@@ -587,3 +587,28 @@ func TestAPushSendsWhatTheCommitAdds(t *testing.T) {
 	}
 	testenv.Git(t, server, "fsck", "--no-dangling")
 }
+
+// What a server says while refusing a push is kept readable and bounded:
+// its lines joined, progress counters and control characters dropped, the
+// end kept when it says much.
+func TestServerSaid(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"error: env/dev is protected\n", "error: env/dev is protected"},
+		{"Resolving deltas: 100% (3/3)\rline one\n\x1b[31mline two\x1b[0m\n", "line one / [31mline two[0m"},
+		{strings.Repeat("x", 600) + "\nthe end\n", "…" + strings.Repeat("x", 490) + " / the end"},
+		{"", ""},
+	} {
+		var s serverSaid
+		s.Write([]byte(tt.in))
+		if got := s.String(); got != tt.want {
+			t.Errorf("%q: %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	var big serverSaid
+	for range 100 {
+		big.Write([]byte(strings.Repeat("y", 100) + "\n"))
+	}
+	if len(big.buf) > serverSaidMax {
+		t.Errorf("kept %d bytes, want at most %d", len(big.buf), serverSaidMax)
+	}
+}
