@@ -114,12 +114,43 @@ func StartFlux(ctx context.Context, o FluxOptions) (*Flux, error) {
 	}
 	f := &Flux{logs: map[string]string{}}
 	for _, name := range FluxControllers {
-		if err := f.start(name, bins[name], o, storage, storageAddr); err != nil {
-			f.Stop()
-			return nil, err
+		// A free port picked may be taken by another process before the
+		// controller binds it (tests run side by side): source-controller
+		// then serves no artifacts and says so once; it is started again
+		// on other ports.
+		for try := 1; ; try++ {
+			err := f.start(name, bins[name], o, storage, storageAddr)
+			if err == nil && !strings.Contains(f.Log(name, 200), "address already in use") {
+				break
+			}
+			if err == nil {
+				f.stopLast()
+				err = fmt.Errorf("%s could not listen: %s", name, f.Log(name, 5))
+			}
+			if try == 3 || !strings.Contains(err.Error(), "address already in use") {
+				f.Stop()
+				return nil, err
+			}
+			if storageAddr, err = freeAddr(); err != nil {
+				f.Stop()
+				return nil, err
+			}
 		}
 	}
 	return f, nil
+}
+
+// stopLast stops the controller started last (to start it again).
+func (f *Flux) stopLast() {
+	i := len(f.procs) - 1
+	f.procs[i].Process.Signal(os.Interrupt)
+	select {
+	case <-f.done[i]:
+	case <-time.After(10 * time.Second):
+		f.procs[i].Process.Kill()
+		<-f.done[i]
+	}
+	f.procs, f.done = f.procs[:i], f.done[:i]
 }
 
 func (f *Flux) start(name, bin string, o FluxOptions, storage, storageAddr string) error {

@@ -103,10 +103,7 @@ func (c *Client) noteStale(ctx context.Context, key string, at time.Time, refres
 	case refreshErr != nil:
 		why = "looking it up again failed: " + refreshErr.Error()
 	case c.limit != nil:
-		host := key
-		if r, err := name.ParseReference(key, c.nameOptions(key)...); err == nil {
-			host = r.Context().RegistryStr()
-		}
+		host, _, _ := strings.Cut(key, "/") // as ask backs hosts off
 		if until := c.limit.blockedUntil(host); until.After(c.now()) {
 			why = fmt.Sprintf("looking it up again waits for the registry's Retry-After, until %s", until.UTC().Format(time.TimeOnly))
 		}

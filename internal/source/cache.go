@@ -189,6 +189,15 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		if call.err == nil && call.repo.remote {
+			if why := call.repo.health(); why != nil {
+				// A damaged clone is cloned again, once, here.
+				if err := c.forget(key, call); err != nil {
+					return nil, fmt.Errorf("%s: the cached clone is damaged (%v), and removing it failed: %w", loc, why, err)
+				}
+				return c.Open(ctx, loc, o)
+			}
+		}
 		if call.err == nil && o.Credentials != nil && call.repo.remote {
 			call.repo.creds.set(o.Credentials.Auth.Trusting(loc.URL))
 		}
@@ -226,6 +235,30 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 		c.mu.Unlock()
 	}
 	return call.repo, call.err
+}
+
+// forget drops a damaged clone from the Cache and from disk (under its
+// lock: another process sharing the cache may be fetching into it), so
+// that the next Open clones the remote again.
+func (c *Cache) forget(key string, call *openCall) error {
+	c.mu.Lock()
+	mine := c.repos[key] == call
+	if mine {
+		delete(c.repos, key)
+	}
+	c.mu.Unlock()
+	if !mine {
+		return nil // another Open forgot it first, and clones it again
+	}
+	r := call.repo
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	unlock, err := lockFile(r.lock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return os.RemoveAll(r.root)
 }
 
 // Invalidate makes the next Open of a repository fetch it, whatever its

@@ -3,11 +3,17 @@ package source
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"sluice.dev/sluice/internal/backoff"
 	"sluice.dev/sluice/internal/testenv"
@@ -175,5 +181,84 @@ func TestARemoteFailureIsSharedUntilItsBackoffEnds(t *testing.T) {
 	}
 	if n := asked(); n != 2 {
 		t.Errorf("two Opens once back asked %d times, want 2", n)
+	}
+}
+
+// A controller's clone damaged (its packs lost, found on a restart, or
+// the whole clone deleted while it runs) is noticed (an object a tree
+// names cannot be read, or its directory is gone) and cloned again by the
+// next Open: nothing wrong is read, and the repository reads as it is.
+func TestADamagedCloneIsClonedAgain(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	w.Write(map[string]string{"deploy/a.yaml": "a: 1\n"}).Commit("one")
+	w.Push("main")
+	dir := t.TempDir()
+	cache := NewCache(dir)
+	loc := mustLoc(t, url)
+	hour := ContextWithMaxAge(ctx, time.Hour)
+	// read opens the repository as of now and reads deploy/a.yaml.
+	read := func(step string) error {
+		r, err := cache.Open(ContextWithNotBefore(hour, time.Now()), loc, OpenOptions{})
+		if err != nil {
+			return fmt.Errorf("%s: open: %w", step, err)
+		}
+		c, err := r.Resolve("main")
+		if err != nil {
+			return fmt.Errorf("%s: resolve: %w", step, err)
+		}
+		root, err := r.ReadTree(c.Tree)
+		if err != nil {
+			return fmt.Errorf("%s: tree: %w", step, err)
+		}
+		i := slices.IndexFunc(root, func(e object.TreeEntry) bool { return e.Name == "deploy" })
+		if i < 0 {
+			return fmt.Errorf("%s: no deploy/ in %v", step, root)
+		}
+		deploy, err := r.ReadTree(root[i].Hash)
+		if err != nil {
+			return fmt.Errorf("%s: deploy/: %w", step, err)
+		}
+		if len(deploy) != 1 || deploy[0].Name != "a.yaml" {
+			return fmt.Errorf("%s: deploy/ holds %v", step, deploy)
+		}
+		if _, err := r.ReadBlob(deploy[0].Hash); err != nil {
+			return fmt.Errorf("%s: deploy/a.yaml: %w", step, err)
+		}
+		return nil
+	}
+	if err := read("first"); err != nil {
+		t.Fatal(err)
+	}
+	clones, _ := filepath.Glob(filepath.Join(dir, "*-app"))
+	if len(clones) != 1 {
+		t.Fatalf("clones: %v", clones)
+	}
+
+	// The packs are lost (a disk's fault, a cleanup gone wrong), and the
+	// controller restarts over the cache: the read that finds deploy/
+	// missing fails, saying so; the next Open clones again.
+	packs, _ := filepath.Glob(filepath.Join(clones[0], "objects", "pack", "*"))
+	for _, p := range packs {
+		os.Remove(p)
+	}
+	cache = NewCache(dir)
+	if err := read("packs lost"); err == nil {
+		t.Fatal("a clone without its objects read deploy/")
+	} else if !strings.Contains(err.Error(), "object not found") {
+		t.Errorf("the damaged read: %v", err)
+	}
+	if err := read("after"); err != nil {
+		t.Fatalf("the damaged clone was not cloned again: %v", err)
+	}
+
+	// The whole clone deleted.
+	if err := os.RemoveAll(clones[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := read("deleted"); err != nil {
+		t.Fatalf("a deleted clone was not cloned again: %v", err)
 	}
 }

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-billy/v5"
@@ -17,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
@@ -46,6 +50,9 @@ type Repo struct {
 	// fail is the backoff of the remote's failures, shared with the
 	// Cache's later Opens of the same clone.
 	fail *backoff.Failures
+	// damaged is why a clone of the cache cannot be trusted (an object a
+	// tree names is missing or unreadable): the Cache clones it again.
+	damaged atomic.Pointer[error]
 
 	mu    sync.Mutex
 	git   *git.Repository
@@ -326,6 +333,7 @@ func (r *Repo) commitTree(h plumbing.Hash) (plumbing.Hash, error) {
 	}
 	c, err := r.git.CommitObject(h)
 	if err != nil {
+		r.noteRead(err)
 		return plumbing.ZeroHash, err
 	}
 	r.commits[h] = c.TreeHash
@@ -435,6 +443,7 @@ func (r *Repo) tree(h plumbing.Hash) (*object.Tree, error) {
 	}
 	t, err := r.git.TreeObject(h)
 	if err != nil {
+		r.noteRead(err)
 		return nil, err
 	}
 	r.trees[h] = t
@@ -462,6 +471,7 @@ func (r *Repo) ReadBlob(h plumbing.Hash) ([]byte, error) {
 func (r *Repo) readBlob(h plumbing.Hash) ([]byte, error) {
 	b, err := r.git.BlobObject(h)
 	if err != nil {
+		r.noteRead(err)
 		return nil, err
 	}
 	rd, err := b.Reader()
@@ -713,4 +723,33 @@ func readObject(obj *plumbing.MemoryObject) ([]byte, error) {
 	}
 	defer rd.Close()
 	return io.ReadAll(rd)
+}
+
+// noteRead marks a clone damaged when a tree or blob it must hold cannot
+// be read: a missing object or a broken pack, not the remote's doing.
+func (r *Repo) noteRead(err error) {
+	if !r.remote || err == nil {
+		return
+	}
+	if errors.Is(err, plumbing.ErrObjectNotFound) || errors.Is(err, packfile.ErrZLib) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "packfile") || strings.Contains(err.Error(), "zlib") {
+		r.damaged.CompareAndSwap(nil, &err)
+	}
+}
+
+// health says why a clone of the cache cannot be used as it is: marked
+// damaged by a read, or its directory (or what git needs of it) gone.
+func (r *Repo) health() error {
+	if !r.remote {
+		return nil
+	}
+	if p := r.damaged.Load(); p != nil {
+		return *p
+	}
+	for _, name := range []string{"HEAD", "config", "objects"} {
+		if _, err := os.Stat(filepath.Join(r.root, name)); err != nil {
+			return fmt.Errorf("the clone's %s is gone", name)
+		}
+	}
+	return nil
 }
