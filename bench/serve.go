@@ -418,18 +418,8 @@ func (s *serveBench) run() error {
 	default:
 	}
 	total := s.repos * n
-	for {
-		ready, _, err := s.ready(ctx, "")
-		if err != nil {
-			return err
-		}
-		if ready == total {
-			break
-		}
-		if time.Since(start) > 10*time.Minute {
-			return fmt.Errorf("(a): %d of %d Ready after 10 minutes (see %s)", ready, total, logf.Name())
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := s.allReady(ctx, start, total); err != nil {
+		return fmt.Errorf("(a): %w (see %s)", err, logf.Name())
 	}
 	allReady := time.Since(start)
 	cpuA, _ := procStat(pid)
@@ -474,18 +464,8 @@ func (s *serveBench) run() error {
 		outageReady, _, _ = s.ready(ctx, "")
 		s.git.FailWith(nil)
 		back := time.Now()
-		for {
-			ready, _, err := s.ready(ctx, "")
-			if err != nil {
-				return err
-			}
-			if ready == total {
-				break
-			}
-			if time.Since(back) > 10*time.Minute {
-				return fmt.Errorf("(b′): %d of %d Ready 10 minutes after the git server came back", ready, total)
-			}
-			time.Sleep(200 * time.Millisecond)
+		if err := s.allReady(ctx, back, total); err != nil {
+			return fmt.Errorf("(b′), once the git server is back: %w", err)
 		}
 		backAfter = time.Since(back)
 	}
@@ -599,6 +579,24 @@ func (s *serveBench) run() error {
 	fmt.Printf("| (d) moved tag + registry notification → %d syncs re-pinned | %s | |\n", s.followers, round(repin))
 	fmt.Printf("| (e) controller peak RSS | %d MiB (CPU over the whole run %s; render workers apart) | %s |\n", hwm/1024, round(cpuEnd-cpu0), tRSS)
 	return nil
+}
+
+// allReady waits until total syncs are Ready, for at most 10 minutes
+// from start.
+func (s *serveBench) allReady(ctx context.Context, start time.Time, total int) error {
+	for {
+		ready, _, err := s.ready(ctx, "")
+		if err != nil {
+			return err
+		}
+		if ready == total {
+			return nil
+		}
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("%d of %d Ready after 10 minutes", ready, total)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // apiServer is the bench cluster's kube-apiserver: its process (a child

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/testenv"
@@ -76,15 +76,7 @@ spec:
   path: ./apps
   sourceRef: {kind: GitRepository, name: deploy}
 `
-	for _, doc := range strings.Split(strings.NewReplacer("FLUXNS", fluxNS, "NS", ns, "URL", dst).Replace(objects), "---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Kube().Create(context.Background(), u); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createObjects(t, c.Kube(), strings.NewReplacer("FLUXNS", fluxNS, "NS", ns, "URL", dst).Replace(objects))
 	f := testenv.StartFlux(t, cp.Kubeconfig, fluxNS)
 	k := f.WaitApplied(t, c.Kube(), "apps", "env/dev@sha1:"+commit)
 	entries, _, _ := unstructured.NestedSlice(k.Object, "status", "inventory", "entries")
@@ -111,12 +103,11 @@ spec:
 			"  source: {repoURL: " + dst + ", targetRevision: env/dev, path: " + path + "}\n"
 		out := testenv.ArgoManifests(t, argoApp, checkout)
 		var got []string
-		for _, doc := range strings.Split(out, "\n---\n") {
-			var o struct{ Kind string }
-			if yaml.Unmarshal([]byte(doc), &o) == nil && o.Kind != "" {
-				got = append(got, o.Kind)
-			}
+		for id := range objectsByID(t, out) {
+			kind, _, _ := strings.Cut(id, "/")
+			got = append(got, kind)
 		}
+		slices.Sort(got)
 		if strings.Join(got, " ") != kinds {
 			t.Errorf("Argo CD generates from %s: %v, want %s\n%s", path, got, kinds, out)
 		}

@@ -65,15 +65,7 @@ spec:
   postBuild:
     substituteFrom: [{kind: ConfigMap, name: cluster-vars}]
 `
-	for _, doc := range strings.Split(strings.NewReplacer("FLUXNS", fluxNS, "NS", ns, "URL", url).Replace(objects), "---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Kube().Create(context.Background(), u); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createObjects(t, c.Kube(), strings.NewReplacer("FLUXNS", fluxNS, "NS", ns, "URL", url).Replace(objects))
 	kc := "--kubeconfig=" + cp.Kubeconfig
 	dir := filepath.Join(w.Dir, "apps", "web")
 
@@ -120,5 +112,20 @@ spec:
 	}
 	if out, _, code := run(t, "diff", dir, kc, "--as-owner", "none", "-n", ns); code != 1 || !strings.Contains(out, "settings created") {
 		t.Errorf("diff --as-owner none: exit %d\n%s", code, out)
+	}
+}
+
+// createObjects creates the objects of a YAML stream ("---\n" between
+// documents) in the cluster.
+func createObjects(t *testing.T, c client.Client, stream string) {
+	t.Helper()
+	for _, doc := range strings.Split(stream, "---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(context.Background(), u); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
