@@ -99,14 +99,11 @@ func (c *Client) noteStale(ctx context.Context, key string, at time.Time, refres
 		return
 	}
 	var why string
-	switch {
-	case refreshErr != nil:
+	host, _, _ := strings.Cut(key, "/") // as ask backs hosts off
+	if refreshErr != nil {
 		why = "looking it up again failed: " + refreshErr.Error()
-	case c.limit != nil:
-		host, _, _ := strings.Cut(key, "/") // as ask backs hosts off
-		if until := c.limit.blockedUntil(host); until.After(c.now()) {
-			why = fmt.Sprintf("looking it up again waits for the registry's Retry-After, until %s", until.UTC().Format(time.TimeOnly))
-		}
+	} else if until := c.limit.blockedUntil(host); until.After(c.now()) {
+		why = fmt.Sprintf("looking it up again waits for the registry's Retry-After, until %s", until.UTC().Format(time.TimeOnly))
 	}
 	if why == "" {
 		return
@@ -516,9 +513,8 @@ func hostFailed(err error) bool {
 	if errors.As(err, &terr) {
 		return terr.StatusCode >= 500
 	}
-	var nerr net.Error
-	var oerr *net.OpError
-	return errors.As(err, &nerr) || errors.As(err, &oerr)
+	var nerr net.Error // a *net.OpError (refused, reset) is one
+	return errors.As(err, &nerr)
 }
 
 func isDone(ch chan struct{}) bool {
