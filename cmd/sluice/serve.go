@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,27 +20,28 @@ import (
 )
 
 type serveFlags struct {
-	kube          kubeFlags
-	engine        engineFlags
-	concurrent    int
-	registryRPS   float64
-	allowLocal    bool
-	selector      string
-	leaderElect   bool
-	leaderNS      string
-	leaderID      string
-	metricsAddr   string
-	pprofAddr     string
-	healthAddr    string
-	hookAddr      string
-	logLevel      string
-	logEncoding   string
-	qps           float32
-	burst         int
-	allowBuilders bool
-	dashboardAddr string
-	dashboard     dashboard.Auth
-	dashReadOnly  bool
+	kube                                      kubeFlags
+	engine                                    engineFlags
+	concurrent                                int
+	registryRPS                               float64
+	allowLocal                                bool
+	selector                                  string
+	leaderElect                               bool
+	leaderNS                                  string
+	leaderID                                  string
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+	metricsAddr                               string
+	pprofAddr                                 string
+	healthAddr                                string
+	hookAddr                                  string
+	logLevel                                  string
+	logEncoding                               string
+	qps                                       float32
+	burst                                     int
+	allowBuilders                             bool
+	dashboardAddr                             string
+	dashboard                                 dashboard.Auth
+	dashReadOnly                              bool
 }
 
 func newServeCmd(s Streams) *cobra.Command {
@@ -92,6 +94,7 @@ dashboard too, each person as themselves.`,
 				Insecure: f.engine.insecure, Limits: lim, AllowLocalRepos: f.allowLocal, AllowBuilders: f.allowBuilders,
 				AllowRemoteHosts: f.engine.limits.allowRemote, NoRemoteBases: f.engine.limits.noRemoteBases, Sandbox: sb,
 				WatchLabelSelector: f.selector, LeaderElection: f.leaderElect, LeaderElectionNamespace: f.leaderNS, LeaderElectionID: f.leaderID,
+				LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
 				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, PprofAddr: f.pprofAddr, Log: log,
 				DashboardAddr: f.dashboardAddr, DashboardAuth: f.dashboard, DashboardReadOnly: f.dashReadOnly,
 			})
@@ -112,6 +115,9 @@ dashboard too, each person as themselves.`,
 	fl.BoolVar(&f.leaderElect, "enable-leader-election", false, "elect one replica to reconcile, through a Lease")
 	fl.StringVar(&f.leaderNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's, or default out of cluster)")
 	fl.StringVar(&f.leaderID, "leader-election-id", "", "name of the Lease (default: sluice-controller, with a suffix per --watch-label-selector)")
+	fl.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a Lease holds unrenewed before another replica takes it")
+	fl.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew its Lease before it stops leading (and pushes nothing more)")
+	fl.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often each replica tries to take or renew the Lease")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", ":8080", "where Prometheus metrics are served (0: nowhere)")
 	fl.StringVar(&f.pprofAddr, "pprof-addr", "", "where Go's profiles are served, /debug/pprof/ (default: nowhere; keep it on loopback)")
 	fl.StringVar(&f.healthAddr, "health-addr", ":9440", "where /healthz and /readyz are served (0: nowhere)")

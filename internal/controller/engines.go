@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -42,12 +43,13 @@ type regClient struct {
 	used   time.Time
 }
 
-func newEngines(dir string, rps float64, insecure []string, limits render.Limits, policy *egress.Policy) *engines {
+// guard, when set, is asked before each push (see leader.stillLeads).
+func newEngines(dir string, rps float64, insecure []string, limits render.Limits, policy *egress.Policy, guard func(context.Context) error) *engines {
 	return &engines{
 		// Clones are fetched per the syncs' intervals (and at once when a
 		// webhook or a person asks): never by the Cache's own age.
 		cache: source.NewCache(filepath.Join(dir, "git"), source.WithObserver(observeGit), source.WithFetchHook(render.Warm),
-			source.WithEgress(policy)),
+			source.WithEgress(policy), source.WithPushGuard(guard)),
 		egress:   policy,
 		limiter:  registry.NewLimiter(rps, observeRegistry),
 		insecure: insecure,

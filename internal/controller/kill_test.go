@@ -12,11 +12,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/internal/cluster"
 )
@@ -27,6 +30,11 @@ const childEnv = "SLUICE_TEST_CONTROLLER"
 
 type childOptions struct {
 	Kubeconfig, CacheDir, Selector string
+	// LeaderNamespace and LeaderID, set, elect a leader through a Lease
+	// that lasts Lease (with its renew deadline and retry period scaled
+	// down from the defaults alike).
+	LeaderNamespace, LeaderID string
+	Lease                     time.Duration
 }
 
 // child runs a controller until it is killed.
@@ -41,18 +49,28 @@ func child() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	err = Run(ctx, Options{Config: cfg, CacheDir: o.CacheDir, WatchLabelSelector: o.Selector, MetricsAddr: "0", ProbeAddr: "0", HookAddr: "0", AllowRemoteHosts: []string{"127.0.0.1"},
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	opts := Options{Config: cfg, CacheDir: o.CacheDir, WatchLabelSelector: o.Selector, MetricsAddr: "0", ProbeAddr: "0", HookAddr: "0", AllowRemoteHosts: []string{"127.0.0.1"},
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	if o.LeaderID != "" {
+		opts.LeaderElection, opts.LeaderElectionNamespace, opts.LeaderElectionID = true, o.LeaderNamespace, o.LeaderID
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = o.Lease, o.Lease*2/3, o.Lease*2/15
+	}
+	err = Run(ctx, opts)
 	if err != nil {
+		opts.Log.Error("the controller stopped", "error", err)
 		return 1
 	}
 	return 0
 }
 
 // startChild starts a controller process.
-func (e *env) startChild(cacheDir string) *exec.Cmd {
+func (e *env) startChild(cacheDir string, with ...func(*childOptions)) *exec.Cmd {
 	e.t.Helper()
-	opts, _ := json.Marshal(childOptions{Kubeconfig: cp.Kubeconfig, CacheDir: cacheDir, Selector: "sluice.dev/test=" + e.shard})
+	o := childOptions{Kubeconfig: cp.Kubeconfig, CacheDir: cacheDir, Selector: "sluice.dev/test=" + e.shard}
+	for _, f := range with {
+		f(&o)
+	}
+	opts, _ := json.Marshal(o)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(opts))
 	cmd.Stderr = e.logs
@@ -143,5 +161,103 @@ func TestKilledMidPush(t *testing.T) {
 		if !strings.Contains(e.dst("show", "env/dev:apps/web/configmap-web.yaml"), "round: '"+string(rune('0'+round))+"'") {
 			t.Fatalf("round %d: the destination does not hold the change:\n%s", round, e.dst("show", "env/dev:apps/web/configmap-web.yaml"))
 		}
+	}
+}
+
+// A leader paused (SIGSTOP) past its Lease, in the middle of a push,
+// while the other replica takes over and hydrates a newer change, then
+// resumed (SIGCONT): what it had in flight (the older change) never lands
+// on top of the new leader's commit, it pushes at most the one push it
+// was in (refused by the git server: the branch moved), and it stops.
+func TestAStaleLeaderLandsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := "sluice-" + e.shard
+	elect := func(o *childOptions) { o.LeaderNamespace, o.LeaderID, o.Lease = e.ns, id, 6*time.Second }
+	stale := e.startChild(t.TempDir(), elect)
+	e.eventually(30*time.Second, func() string {
+		lease := &coordinationv1.Lease{}
+		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: id}, lease); err != nil || lease.Spec.HolderIdentity == nil {
+			return fmt.Sprintf("no Lease held yet (%v)", err)
+		}
+		return ""
+	})
+	e.startChild(t.TempDir(), elect) // waits on the Lease
+	e.apply(webSync)
+	e.ready("web", metav1.ConditionTrue, 60*time.Second)
+
+	// Hold the leader's next push at its ref advertisement: it has made
+	// its commit, asked whether it leads (it does), and is pushing.
+	pushing, proceed := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	var posts atomic.Int32
+	hook := func(r *http.Request) {
+		if !fromController(r) || !strings.Contains(r.URL.Path+"?"+r.URL.RawQuery, "service=git-receive-pack") && !strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+			return
+		}
+		if r.Method == http.MethodPost {
+			posts.Add(1)
+			return
+		}
+		if held.CompareAndSwap(false, true) {
+			close(pushing)
+			<-proceed
+		}
+	}
+	e.hook.Store(&hook)
+	cm := func(v string) map[string]string {
+		return map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {v: '" + v + "'}\n"}
+	}
+	e.app.Write(cm("old")).Commit("old")
+	e.app.Push("main")
+	e.requestReconcile(e.sync("web"), "old")
+	select {
+	case <-pushing:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the leader never pushed")
+	}
+	if err := stale.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	close(proceed) // the advertisement waits in the paused leader's socket
+
+	// The other replica takes the Lease once it runs out, and hydrates
+	// the newer change.
+	e.app.Write(cm("new")).Commit("new")
+	e.app.Push("main")
+	e.requestReconcile(e.sync("web"), "new")
+	e.eventually(90*time.Second, func() string {
+		if got := e.dst("show", "env/dev:apps/web/configmap-web.yaml"); !strings.Contains(got, "v: 'new'") {
+			return "the new leader has not committed the newer change: the folder holds " + got + "; source at " + e.app.Head()
+		}
+		return ""
+	})
+	tip := e.tip("env/dev")
+	before := posts.Load()
+
+	if err := stale.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- stale.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Error("the stale leader exited cleanly; want an exit saying it lost the Lease")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the stale leader still runs a minute after it was resumed")
+	}
+	// Whatever it had left to do has been tried by now; the new leader
+	// has nothing to push.
+	time.Sleep(3 * time.Second)
+	if got := e.tip("env/dev"); got != tip {
+		t.Fatalf("the branch moved after the stale leader resumed:\n%s\nnow holds:\n%s", e.dst("log", "--format=%h %s", tip+".."+got), e.dst("show", "env/dev:apps/web/configmap-web.yaml"))
+	}
+	if n := posts.Load() - before; n > 1 {
+		t.Errorf("%d pushes after the stale leader resumed; want at most the one it was in", n)
+	}
+	if !strings.Contains(e.logs.String(), "leader election lost") {
+		t.Errorf("the stale leader did not say it lost the Lease:\n%s", e.logs.String())
 	}
 }

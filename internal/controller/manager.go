@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -94,6 +95,13 @@ type Options struct {
 	LeaderElection          bool
 	LeaderElectionNamespace string
 	LeaderElectionID        string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the election (as
+	// Flux's flags of the same names): how long a Lease holds unrenewed
+	// before another replica takes it (15s), how long the leader tries to
+	// renew before it gives up leading (10s), and how often each replica
+	// tries (2s). A replica that finds it no longer leads stops, and
+	// pushes nothing meanwhile.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// MetricsAddr, ProbeAddr and HookAddr are where the metrics, the
 	// /healthz and /readyz probes and the webhook receivers are served
 	// ("0" turns one off).
@@ -181,6 +189,21 @@ func Run(ctx context.Context, o Options) error {
 		if o.LeaderElectionNamespace == "" {
 			o.LeaderElectionNamespace = podNamespace()
 		}
+		o.LeaseDuration = cmp.Or(o.LeaseDuration, defaultLeaseDuration)
+		o.RenewDeadline = cmp.Or(o.RenewDeadline, defaultRenewDeadline)
+		o.RetryPeriod = cmp.Or(o.RetryPeriod, defaultRetryPeriod)
+		if o.RenewDeadline >= o.LeaseDuration || o.RetryPeriod >= o.RenewDeadline {
+			return fmt.Errorf("leader election: the retry period (%s) must be shorter than the renew deadline (%s), and that than the lease duration (%s)", o.RetryPeriod, o.RenewDeadline, o.LeaseDuration)
+		}
+	}
+	var lead *leader
+	var pushGuard func(context.Context) error
+	if o.LeaderElection {
+		var err error
+		if lead, err = newLeader(o.Config, o.LeaderElectionNamespace, o.LeaderElectionID, o.LeaseDuration, o.RenewDeadline, o.Now); err != nil {
+			return err
+		}
+		pushGuard = lead.stillLeads
 	}
 	listeners := map[string]net.Listener{}
 	for name, addr := range map[string]string{"metrics": o.MetricsAddr, "probe": o.ProbeAddr, "hook": o.HookAddr, "dashboard": o.DashboardAddr, "pprof": o.PprofAddr} {
@@ -203,7 +226,7 @@ func Run(ctx context.Context, o Options) error {
 		return ""
 	}
 
-	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
+	mopts := ctrl.Options{
 		Scheme:                        Scheme(),
 		Logger:                        logr.FromSlogHandler(o.Log.Handler()),
 		Cache:                         cacheOpts,
@@ -214,7 +237,12 @@ func Run(ctx context.Context, o Options) error {
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if lead != nil {
+		mopts.LeaderElectionResourceLockInterface = lead.lock
+		mopts.LeaseDuration, mopts.RenewDeadline, mopts.RetryPeriod = &o.LeaseDuration, &o.RenewDeadline, &o.RetryPeriod
+	}
+	mgr, err := ctrl.NewManager(o.Config, mopts)
 	if err != nil {
 		return err
 	}
@@ -246,7 +274,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	eng := newEngines(o.CacheDir, o.RegistryRPS, o.Insecure, o.Limits, policy)
+	eng := newEngines(o.CacheDir, o.RegistryRPS, o.Insecure, o.Limits, policy, pushGuard)
 	eng.limiter.OnWait(newRateWarning(o.RegistryRPS, o.Log).wait)
 	sec := credentials.NewSecrets(mgr.GetAPIReader())
 	sec.Public = &imagesig.PublicRoot{CacheDir: filepath.Join(o.CacheDir, "sigstore"), Log: o.Log}

@@ -151,7 +151,16 @@ type Change struct {
 	// repository already has (Files is then ignored); a Change with
 	// neither removes the folder.
 	Tree plumbing.Hash
+	// Was, when set, is the folder's tree hash as the change was made
+	// against it (the zero hash: no folder there). A write that finds the
+	// folder otherwise, because someone else wrote it meanwhile, gives up
+	// with ErrFolderMoved rather than put this change over theirs.
+	Was *plumbing.Hash
 }
+
+// ErrFolderMoved is returned by Write when a folder a change was made
+// against was written by someone else meanwhile (see Change.Was).
+var ErrFolderMoved = errors.New("written by someone else since it was read")
 
 // WriteOptions say how to commit.
 type WriteOptions struct {
@@ -216,6 +225,9 @@ func Write(ctx context.Context, repo *source.Repo, branch string, changes []Chan
 				return res, err
 			}
 		}
+		if err := b.unmoved(changes); err != nil {
+			return res, err
+		}
 		parent, baseTree := b.tip, b.tree
 		if parent.IsZero() {
 			if parent, baseTree, err = startingPoint(repo, o.From); err != nil {
@@ -258,6 +270,41 @@ func Write(ctx context.Context, repo *source.Repo, branch string, changes []Chan
 	}
 	return res, fmt.Errorf("branch %s kept moving: gave up after %d attempts", branch, o.Attempts)
 }
+
+// unmoved checks that every folder a change was made against is still as
+// it was read, or already holds what the change writes.
+func (b *Branch) unmoved(changes []Change) error {
+	for _, c := range changes {
+		if c.Was == nil {
+			continue
+		}
+		folder := strings.Trim(path.Clean(c.Path), "/")
+		now := plumbing.ZeroHash
+		if h, ok, err := b.TreeHash(folder); err != nil {
+			return fmt.Errorf("branch %s: %s: %w", b.name, folder, err)
+		} else if ok {
+			now = plumbing.NewHash(h)
+		}
+		if now == *c.Was {
+			continue
+		}
+		want := c.Tree
+		if want.IsZero() && c.Files != nil {
+			h, err := c.Files.TreeHash()
+			if err != nil {
+				return err
+			}
+			want = plumbing.NewHash(h)
+		}
+		if now == want {
+			continue
+		}
+		return fmt.Errorf("%s on %s (now at commit %s): %w", folder, b.name, short(b.tip), ErrFolderMoved)
+	}
+	return nil
+}
+
+func short(h plumbing.Hash) string { return h.String()[:12] }
 
 // startingPoint is the commit and tree a new branch starts from.
 func startingPoint(repo *source.Repo, from string) (plumbing.Hash, plumbing.Hash, error) {

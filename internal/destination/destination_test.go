@@ -2,12 +2,14 @@ package destination
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 
 	"sluice.dev/sluice/internal/source"
@@ -50,6 +52,77 @@ func TestWriteRetriesOnTopOfAConcurrentPushNeverForcing(t *testing.T) {
 	}
 	if log := testenv.Git(t, bare, "log", "--format=%s", "main"); log != "ours\ntheirs\ninit" {
 		t.Errorf("history:\n%s", log)
+	}
+}
+
+// A change made against a folder as it was read is not put over what
+// someone else wrote into that folder meanwhile (a replica that no longer
+// leads, a racing CI job): the write gives up once the push is rejected,
+// unless theirs already is the change.
+func TestWriteGivesUpOnAFolderWrittenMeanwhile(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		theirs string // what the other writer puts in apps/web/a.yaml
+		want   error
+		holds  string
+	}{
+		{"another folder's content", "", nil, "a: ours\n"},
+		{"the folder, otherwise", "a: theirs\n", ErrFolderMoved, "a: theirs\n"},
+		{"the folder, as we would", "a: ours\n", ErrNoChange, "a: ours\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var other *testenv.Work
+			var armed atomic.Bool
+			var pushes atomic.Int32
+			srv := testenv.NewGitServer(t, testenv.WithHook(func(r *http.Request) {
+				if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "git-receive-pack") {
+					return
+				}
+				if armed.CompareAndSwap(true, false) {
+					files := map[string]string{"other/theirs.yaml": "theirs: 1\n"}
+					if tc.theirs != "" {
+						files = map[string]string{"apps/web/a.yaml": tc.theirs}
+					}
+					other.Write(files).Commit("theirs")
+					other.Push("main")
+					return
+				}
+				if !strings.Contains(r.UserAgent(), "git/2") {
+					pushes.Add(1)
+				}
+			}))
+			url := srv.CreateRepo(t, "deploy")
+			other = testenv.NewWork(t, url)
+			other.Write(map[string]string{"apps/web/a.yaml": "a: 0\n"}).Commit("init")
+			other.Push("main")
+
+			loc, _ := source.ParseLocation(url, "")
+			repo, err := source.NewCache(t.TempDir()).Open(ctx, loc, source.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Open(repo, "main")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, _, _ := b.TreeHash("apps/web")
+			was := plumbing.NewHash(h)
+			armed.Store(true)
+			_, err = Write(ctx, repo, "main", []Change{{Path: "apps/web", Files: Folder{"a.yaml": []byte("a: ours\n")}, Was: &was}}, WriteOptions{Message: "ours"})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if tc.want == ErrFolderMoved && !strings.Contains(err.Error(), "apps/web on main") {
+				t.Errorf("the error does not name the folder and branch: %v", err)
+			}
+			if got := testenv.Git(t, filepath.Join(srv.Root, "deploy.git"), "show", "main:apps/web/a.yaml") + "\n"; got != tc.holds {
+				t.Errorf("main holds a.yaml = %q, want %q", got, tc.holds)
+			}
+			if n := pushes.Load(); tc.want != nil && n != 0 {
+				t.Errorf("%d more pushes after the rejected one", n)
+			}
+		})
 	}
 }
 

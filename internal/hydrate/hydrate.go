@@ -412,7 +412,7 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 			var changes []destination.Change
 			var members []*plan
 			for _, i := range g.indexes {
-				changes = append(changes, destination.Change{Path: plans[i].dstPath, Files: plans[i].folder})
+				changes = append(changes, destination.Change{Path: plans[i].dstPath, Files: plans[i].folder, Was: plans[i].was})
 				members = append(members, plans[i])
 			}
 			signer, err := r.o.signer(members)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
@@ -32,7 +34,8 @@ type plan struct {
 	branch  string // the branch written: the destination's, or the review branch
 	from    string // where a missing branch starts
 	dstPath string
-	tip     string // the destination commit read
+	tip     string         // the destination commit read
+	was     *plumbing.Hash // the folder's tree as read from the branch (nil: read from a directory)
 
 	prev     *v1alpha1.Provenance
 	prov     *v1alpha1.Provenance
@@ -129,6 +132,18 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		if cur, err = r.readFolder(current, p.dstPath); err != nil {
 			err = fmt.Errorf("reading destination %s: %w", p.dstPath, err)
 		}
+	}
+	if b, ok := current.(*destination.Branch); ok && err == nil && b.Name() == p.branch {
+		// The folder as read: the write gives up if someone else writes
+		// it meanwhile (a replica that no longer leads, a racing CI job),
+		// rather than put this older plan over theirs.
+		was := plumbing.ZeroHash
+		if cur.tree != "" {
+			was = plumbing.NewHash(cur.tree)
+		} else if h, ok, terr := b.TreeHash(p.dstPath); terr == nil && ok {
+			was = plumbing.NewHash(h)
+		}
+		p.was = &was
 	}
 	if err == nil && cur.prov != nil && !r.o.Force {
 		r.prefetch(ctx, ms, cur.prov)

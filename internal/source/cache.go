@@ -32,6 +32,7 @@ type Cache struct {
 	egress  *egress.Policy
 	onFetch func()
 	observe func(op string)
+	guard   func(ctx context.Context) error
 	maxAge  time.Duration
 
 	mu    sync.Mutex
@@ -86,6 +87,14 @@ func WithFetchHook(f func()) Option { return func(c *Cache) { c.onFetch = f } }
 // WithObserver calls f for each request to a remote: "ls-remote" (a ref
 // advertisement), "fetch" (objects), "push". For metrics.
 func WithObserver(f func(op string)) Option { return func(c *Cache) { c.observe = f } }
+
+// WithPushGuard asks f before each push (a branch updated or deleted,
+// on a remote or on disk): an error refuses the push, and is returned.
+// A controller replica checks it still leads, so that work it had in
+// flight when it lost its lease never lands (see controller.Run).
+func WithPushGuard(f func(ctx context.Context) error) Option {
+	return func(c *Cache) { c.guard = f }
+}
 
 // WithMaxAge makes a long-lived Cache (a controller's) fetch a remote again
 // when it is opened and its last fetch is older than d: at most once per d
@@ -428,6 +437,7 @@ func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials, 
 	r.egress = c.egress
 	r.onFetch = c.onFetch
 	r.observe = c.observe
+	r.guard = c.guard
 	r.fail = fail
 	if err := r.fetch(ctx); err != nil {
 		return nil, err

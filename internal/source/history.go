@@ -145,6 +145,9 @@ func (r *Repo) DeleteBranch(ctx context.Context, name string, old plumbing.Hash)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.resolved)
+	if err := r.mayPush(ctx, name); err != nil {
+		return err
+	}
 	if !r.remote {
 		cur, err := r.git.Reference(refName, true)
 		if errors.Is(err, plumbing.ErrReferenceNotFound) {

@@ -41,6 +41,7 @@ type Repo struct {
 	egress  *egress.Policy
 	onFetch func()
 	observe func(op string)
+	guard   func(ctx context.Context) error
 	// lock is the clone's lock file: other processes sharing the cache
 	// fetch into and push from the same clone, so each fetch and push
 	// holds it.
@@ -560,6 +561,9 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.resolved)
+	if err := r.mayPush(ctx, name); err != nil {
+		return err
+	}
 	if !r.remote {
 		return r.updateLocal(refName, newHash, old, o)
 	}
@@ -603,6 +607,17 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 		return fmt.Errorf("pushing %s to %s: %w: the forge refused it (a protected branch may require signed commits: sign with --signing-key or spec.destination.signing; or review: use destination.mode pullRequest)", name, r.loc, pushErr)
 	}
 	return fmt.Errorf("pushing %s to %s: %w", name, r.loc, pushErr)
+}
+
+// mayPush asks the cache's push guard whether a branch may be pushed now.
+func (r *Repo) mayPush(ctx context.Context, branch string) error {
+	if r.guard == nil {
+		return nil
+	}
+	if err := r.guard(ctx); err != nil {
+		return fmt.Errorf("not pushing %s to %s: %w", branch, r.loc, err)
+	}
+	return nil
 }
 
 // pushAll pushes through go-git's push, which sends what the remote's
