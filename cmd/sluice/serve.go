@@ -17,6 +17,7 @@ import (
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/controller"
 	"sluice.dev/sluice/internal/dashboard"
+	"sluice.dev/sluice/internal/source"
 )
 
 type serveFlags struct {
@@ -30,6 +31,7 @@ type serveFlags struct {
 	leaderNS                                  string
 	leaderID                                  string
 	leaseDuration, renewDeadline, retryPeriod time.Duration
+	gitStall                                  time.Duration
 	metricsAddr                               string
 	pprofAddr                                 string
 	healthAddr                                string
@@ -94,7 +96,7 @@ dashboard too, each person as themselves.`,
 				Insecure: f.engine.insecure, Limits: lim, AllowLocalRepos: f.allowLocal, AllowBuilders: f.allowBuilders,
 				AllowRemoteHosts: f.engine.limits.allowRemote, NoRemoteBases: f.engine.limits.noRemoteBases, Sandbox: sb,
 				WatchLabelSelector: f.selector, LeaderElection: f.leaderElect, LeaderElectionNamespace: f.leaderNS, LeaderElectionID: f.leaderID,
-				LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
+				GitStallTimeout: f.gitStall, LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
 				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, PprofAddr: f.pprofAddr, Log: log,
 				DashboardAddr: f.dashboardAddr, DashboardAuth: f.dashboard, DashboardReadOnly: f.dashReadOnly,
 			})
@@ -109,6 +111,7 @@ dashboard too, each person as themselves.`,
 	f.engine.addCache(fl)
 	fl.IntVar(&f.concurrent, "concurrent", 4, "renders (and batches, and Image builds) at once")
 	fl.Float64Var(&f.registryRPS, "registry-rps", 20, "requests per second to each registry host (a 429's Retry-After is always obeyed); every tag the syncs follow is looked up once an interval, so 2,000 tags at a 1m interval need 34: the controller warns when look-ups queue")
+	fl.DurationVar(&f.gitStall, "git-stall-timeout", source.DefaultStallTimeout, "give up a request to a git server that has sent and taken nothing for this long (the repository then backs off); not a bound on a whole clone, which goes on while bytes flow")
 	fl.BoolVar(&f.allowBuilders, "allow-builders", false, "let Images run their external builders (spec.builder) inside the controller")
 	fl.BoolVar(&f.allowLocal, "allow-local-repos", false, "let resources name repositories on the controller's disk (absolute paths, file://): for trying it on your own machine only")
 	fl.StringVar(&f.selector, "watch-label-selector", "", "reconcile only the resources this label selector matches (a shard)")

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"path/filepath"
@@ -43,13 +44,14 @@ type regClient struct {
 	used   time.Time
 }
 
-// guard, when set, is asked before each push (see leader.stillLeads).
-func newEngines(dir string, rps float64, insecure []string, limits render.Limits, policy *egress.Policy, guard func(context.Context) error) *engines {
+// guard, when set, is asked before each push (see leader.stillLeads);
+// stall bounds a git request that moves nothing.
+func newEngines(dir string, rps float64, insecure []string, limits render.Limits, policy *egress.Policy, guard func(context.Context) error, stall time.Duration) *engines {
 	return &engines{
 		// Clones are fetched per the syncs' intervals (and at once when a
 		// webhook or a person asks): never by the Cache's own age.
 		cache: source.NewCache(filepath.Join(dir, "git"), source.WithObserver(observeGit), source.WithFetchHook(render.Warm),
-			source.WithEgress(policy), source.WithPushGuard(guard)),
+			source.WithEgress(policy), source.WithPushGuard(guard), source.WithStallTimeout(cmp.Or(stall, source.DefaultStallTimeout))),
 		egress:   policy,
 		limiter:  registry.NewLimiter(rps, observeRegistry),
 		insecure: insecure,

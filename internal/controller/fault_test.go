@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -16,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -412,4 +415,127 @@ func TestADestinationRefusingAPushIsQuotedAndRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.ready("web", metav1.ConditionTrue, 30*time.Second)
+}
+
+// roundTripperFunc is an http.RoundTripper of a function.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The API server, or etcd behind it, stops while a commit of four syncs
+// is being pushed: the push lands, the statuses cannot be written. While
+// it is down the controller does not spin (its requests are counted) and
+// says so once; once it is back, every status is right within the syncs'
+// interval without anyone asking, and the change was committed once.
+// (Not parallel: every test's API server stops.)
+func TestAPIServerOrEtcdDownMidHydration(t *testing.T) {
+	for _, part := range []struct {
+		name        string
+		stop, start func() error
+	}{
+		{"API server", cp.StopAPIServer, cp.StartAPIServer},
+		{"etcd", cp.StopEtcd, cp.StartEtcd},
+	} {
+		t.Run(part.name, func(t *testing.T) {
+			e := newEnv(t)
+			var down atomic.Bool
+			var requests, patches atomic.Int32
+			e.start(func(o *Options) {
+				cfg := rest.CopyConfig(o.Config)
+				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+					return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+						if down.Load() {
+							requests.Add(1)
+							if r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/status") {
+								patches.Add(1)
+							}
+						}
+						return rt.RoundTrip(r)
+					})
+				})
+				o.Config = cfg
+			})
+			const n = 4
+			for i := range n {
+				e.apply(strings.NewReplacer("name: web", fmt.Sprintf("name: web-%d", i), "path: apps/web", fmt.Sprintf("path: apps/web-%d", i), "interval: 1h", "interval: 30s").Replace(webSync))
+			}
+			for i := range n {
+				e.ready(fmt.Sprintf("web-%d", i), metav1.ConditionTrue, 60*time.Second)
+			}
+			pushing, proceed := make(chan struct{}), make(chan struct{})
+			var held atomic.Bool
+			hook := func(r *http.Request) {
+				if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") && fromController(r) && held.CompareAndSwap(false, true) {
+					body, _ := io.ReadAll(r.Body)
+					r.Body = io.NopCloser(bytes.NewReader(body))
+					close(pushing)
+					<-proceed
+				}
+			}
+			e.hook.Store(&hook)
+			before := e.tip("env/dev")
+			e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {at: '" + part.name + "'}\n"}).Commit("cm")
+			e.app.Push("main")
+			for i := range n {
+				e.requestReconcile(e.sync(fmt.Sprintf("web-%d", i)), "mid-"+part.name)
+			}
+			select {
+			case <-pushing:
+			case <-time.After(60 * time.Second):
+				t.Fatal("the controller never pushed")
+			}
+			logged := len(e.logs.String())
+			down.Store(true)
+			if err := part.stop(); err != nil {
+				t.Fatal(err)
+			}
+			close(proceed)
+			const outage = 20 * time.Second
+			time.Sleep(outage)
+			down.Store(false)
+			if err := part.start(); err != nil {
+				t.Fatal(err)
+			}
+			back := time.Now()
+			t.Logf("while %s was down (%s): %d requests, %d status patches", part.name, outage, requests.Load(), patches.Load())
+			// Within the syncs' interval (30s), and the time to write.
+			e.eventually(35*time.Second, func() string {
+				for i := range n {
+					ms := &v1alpha1.ManifestSync{}
+					if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: fmt.Sprintf("web-%d", i)}, ms); err != nil {
+						return err.Error()
+					}
+					ready := readyCondition(ms.Status.Conditions)
+					if ready == nil || ready.Status != metav1.ConditionTrue || ms.Status.Source == nil || ms.Status.Source.Commit != e.app.Head() || ms.Status.LastHandledReconcileAt != "mid-"+part.name {
+						return fmt.Sprintf("%s: %s, source %+v", ms.Name, condString(ready), ms.Status.Source)
+					}
+				}
+				return ""
+			})
+			t.Logf("statuses right %s after %s came back", time.Since(back).Round(time.Second), part.name)
+			// Batched as they came: one commit or more, each folder in one.
+			for i := range n {
+				folder := fmt.Sprintf("apps/web-%d", i)
+				if c := strings.Count(e.dst("log", "--format=%H", before+"..env/dev", "--", folder), "\n") + 1; c != 1 {
+					t.Fatalf("%s changed in %d commits for one change:\n%s", folder, c, e.dst("log", "--oneline", before+"..env/dev"))
+				}
+			}
+			during := e.logs.String()[logged:]
+			t.Logf("logs while down and after: %d lines, %d 'Reconciler error'", strings.Count(during, "\n"), strings.Count(during, "Reconciler error"))
+			if p := patches.Load(); p > n {
+				t.Errorf("%d status patches while %s was down: a sync retried its status on its own (want at most one each, %d)", p, part.name, n)
+			}
+			if c := strings.Count(during, "Reconciler error"); c > 0 {
+				t.Errorf("%d reconciles failed with an error for controller-runtime to retry: the outage was not recognised", c)
+			}
+			if part.name == "API server" {
+				if c := strings.Count(during, "the API server does not answer"); c != 1 {
+					t.Errorf("the outage was said %d times, want once", c)
+				}
+				if c := strings.Count(during, "the API server answers again"); c != 1 {
+					t.Errorf("the return was said %d times, want once", c)
+				}
+			}
+		})
+	}
 }

@@ -62,6 +62,10 @@ type Options struct {
 	RegistryRPS float64
 	// Insecure are registry hosts reached over plain HTTP.
 	Insecure []string
+	// GitStallTimeout gives up a request to a git server that has sent
+	// and taken nothing for this long (the repository then backs off as
+	// any failing one); 0 is source.DefaultStallTimeout, 2 minutes.
+	GitStallTimeout time.Duration
 	// Limits bound each render (render.DefaultLimits for zero fields).
 	Limits render.Limits
 	// AllowLocalRepos lets resources name repositories on the controller's
@@ -274,7 +278,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	eng := newEngines(o.CacheDir, o.RegistryRPS, o.Insecure, o.Limits, policy, pushGuard)
+	eng := newEngines(o.CacheDir, o.RegistryRPS, o.Insecure, o.Limits, policy, pushGuard, o.GitStallTimeout)
 	eng.limiter.OnWait(newRateWarning(o.RegistryRPS, o.Log).wait)
 	sec := credentials.NewSecrets(mgr.GetAPIReader())
 	sec.Public = &imagesig.PublicRoot{CacheDir: filepath.Join(o.CacheDir, "sigstore"), Log: o.Log}
@@ -353,6 +357,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// A status write is no reason to reconcile; a new generation, a
 	// reconcile request and a deletion are.
+	api, err := newAPIServer(o.Config, o.Log)
+	if err != nil {
+		return err
+	}
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
 	msr = &ManifestSyncReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, batch: batch, events: rec,
 		log: o.Log, allowLocal: o.AllowLocalRepos, now: o.Now, attempts: newAttempts()}
@@ -363,20 +371,20 @@ func Run(ctx context.Context, o Options) error {
 	// commit and a push; a waiting reconcile costs a goroutine.
 	if err := ctrl.NewControllerManagedBy(mgr).Named("manifestsync").For(&v1alpha1.ManifestSync{}, changed).
 		WatchesRawSource(source.Channel(requests, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: maxWaitingSyncs}).Complete(msr); err != nil {
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxWaitingSyncs}).Complete(gated{msr, api}); err != nil {
 		return err
 	}
 	ir := &ImageReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, events: rec, log: o.Log,
 		allowLocal: o.AllowLocalRepos, allowBuilders: o.AllowBuilders, now: o.Now, attempts: newAttempts()}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("image").For(&v1alpha1.Image{}, changed).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrent}).Complete(ir); err != nil {
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrent}).Complete(gated{ir, api}); err != nil {
 		return err
 	}
 	base := batch.base
 	rcr := &RepoConfigReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, base: base, events: rec, log: o.Log,
 		allowLocal: o.AllowLocalRepos, allowBuilders: o.AllowBuilders, now: o.Now, attempts: newAttempts()}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("repoconfig").For(&v1alpha1.RepoConfig{}, changed).
-		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrent}).Complete(rcr); err != nil {
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrent}).Complete(gated{rcr, api}); err != nil {
 		return err
 	}
 	o.Log.Info("starting", "concurrent", o.Concurrent, "registryRPS", o.RegistryRPS, "isolation", isolation, "watchLabelSelector", o.WatchLabelSelector,

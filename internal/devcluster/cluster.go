@@ -82,6 +82,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	env.ControlPlane.GetAPIServer().CertDir = certDir
+	// And etcd's data, kept in a directory of our own, survives etcd's
+	// (envtest starts a stopped etcd on a new, empty one).
+	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(certDir, "etcd")}
 	// Watches (a controller's informers) end when the API server stops,
 	// as they do in a real cluster's rolling update; without a grace
 	// period it waits on them for its whole shutdown timeout.
@@ -222,3 +225,10 @@ func (c *Cluster) StopAPIServer() error { return c.env.ControlPlane.APIServer.St
 
 // StartAPIServer starts a stopped API server again, on the same address.
 func (c *Cluster) StartAPIServer() error { return c.env.ControlPlane.APIServer.Start() }
+
+// StopEtcd stops etcd alone (its data kept): the API server stays up and
+// answers, but cannot read or write anything.
+func (c *Cluster) StopEtcd() error { return c.env.ControlPlane.Etcd.Stop() }
+
+// StartEtcd starts a stopped etcd again, on the same address and data.
+func (c *Cluster) StartEtcd() error { return c.env.ControlPlane.Etcd.Start() }

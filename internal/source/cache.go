@@ -33,6 +33,7 @@ type Cache struct {
 	onFetch func()
 	observe func(op string)
 	guard   func(ctx context.Context) error
+	stall   time.Duration
 	maxAge  time.Duration
 
 	mu    sync.Mutex
@@ -135,7 +136,7 @@ func maxAge(ctx context.Context, def time.Duration) time.Duration {
 // NewCache returns a Cache keeping clones under dir.
 func NewCache(dir string, opts ...Option) *Cache {
 	installGitTransports()
-	c := &Cache{dir: dir, repos: map[string]*openCall{}, creds: &credentials{}}
+	c := &Cache{dir: dir, repos: map[string]*openCall{}, creds: &credentials{}, stall: DefaultStallTimeout}
 	for _, o := range opts {
 		o(c)
 	}
@@ -438,7 +439,9 @@ func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials, 
 	r.onFetch = c.onFetch
 	r.observe = c.observe
 	r.guard = c.guard
+	r.stall = c.stall
 	r.fail = fail
+	removeTmpPacks(dir) // a process killed in the middle of a fetch
 	if err := r.fetch(ctx); err != nil {
 		return nil, err
 	}

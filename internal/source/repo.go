@@ -42,6 +42,7 @@ type Repo struct {
 	onFetch func()
 	observe func(op string)
 	guard   func(ctx context.Context) error
+	stall   time.Duration
 	// lock is the clone's lock file: other processes sharing the cache
 	// fetch into and push from the same clone, so each fetch and push
 	// holds it.
@@ -176,10 +177,22 @@ func (r *Repo) fetch(ctx context.Context) error {
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		// The refs and the fetch time stay as they were: the next Open
 		// tries again rather than trust refs whose objects never came.
+		// The pack that came halfway is no object of the clone's.
+		removeTmpPacks(r.root)
 		return fmt.Errorf("fetching %s: %w", r.loc, redactErr(err))
 	}
 	r.refs, r.fetched = want, at
 	return nil
+}
+
+// removeTmpPacks removes what fetches that failed halfway left of their
+// packs (a connection reset, a process killed), under the clone's lock:
+// they are never read, only take space.
+func removeTmpPacks(root string) {
+	tmps, _ := filepath.Glob(filepath.Join(root, "objects", "pack", "tmp_*"))
+	for _, p := range tmps {
+		os.Remove(p)
+	}
 }
 
 // refsDiffer reports whether the clone's branches and tags differ from want.

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"sluice.dev/sluice/internal/devcluster"
 )
@@ -24,10 +26,11 @@ type GitServer struct {
 	// Requests counts the HTTP requests received, Served those answered.
 	Requests atomic.Int64
 	Served   atomic.Int64
-	user     string
-	password string
+	auth     atomic.Pointer[[2]string] // user and password required, if set
 	hook     func(*http.Request)
 	fail     atomic.Pointer[func(*http.Request) int]
+	cut      atomic.Pointer[func(*http.Request) int64]
+	delay    atomic.Int64 // nanoseconds before each answer
 	// retryAfter is the Retry-After (seconds) of FailWith's answers.
 	retryAfter atomic.Int64
 }
@@ -46,12 +49,39 @@ func (s *GitServer) FailWith(f func(*http.Request) int) {
 	s.fail.Store(&f)
 }
 
+// CutAfter makes the server drop the connection (a TCP reset) after the
+// first n bytes of a response, n as f returns (negative: serve it all),
+// as a proxy or a server dying halfway through a pack does; nil restores
+// normal service.
+func (s *GitServer) CutAfter(f func(*http.Request) int64) {
+	if f == nil {
+		s.cut.Store(nil)
+		return
+	}
+	s.cut.Store(&f)
+}
+
+// Delay makes the server wait d before answering each request (0: at
+// once), as a slow or overloaded server does; a client that gives up
+// meanwhile is answered nothing.
+func (s *GitServer) Delay(d time.Duration) { s.delay.Store(int64(d)) }
+
+// SetBasicAuth changes the credentials the server requires (as when a
+// token is revoked or rotated); empty ones require none.
+func (s *GitServer) SetBasicAuth(user, password string) {
+	if user == "" {
+		s.auth.Store(nil)
+		return
+	}
+	s.auth.Store(&[2]string{user, password})
+}
+
 // GitServerOption configures a GitServer.
 type GitServerOption func(*GitServer)
 
 // WithBasicAuth makes the server require these credentials.
 func WithBasicAuth(user, password string) GitServerOption {
-	return func(s *GitServer) { s.user, s.password = user, password }
+	return func(s *GitServer) { s.SetBasicAuth(user, password) }
 }
 
 // TB is the part of testing.TB the helpers need, so that the benchmark
@@ -88,6 +118,18 @@ func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 		if s.hook != nil {
 			s.hook(r)
 		}
+		if d := time.Duration(s.delay.Load()); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if f := s.cut.Load(); f != nil {
+			if n := (*f)(r); n >= 0 {
+				w = &cutWriter{ResponseWriter: w, left: n}
+			}
+		}
 		if f := s.fail.Load(); f != nil {
 			if code := (*f)(r); code != 0 {
 				if ra := s.retryAfter.Load(); ra > 0 {
@@ -97,9 +139,9 @@ func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 				return
 			}
 		}
-		if s.user != "" {
+		if a := s.auth.Load(); a != nil {
 			u, p, ok := r.BasicAuth()
-			if !ok || u != s.user || p != s.password {
+			if !ok || u != a[0] || p != a[1] {
 				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
@@ -109,6 +151,33 @@ func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 	}))
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// cutWriter passes left bytes of a response, then resets the connection.
+type cutWriter struct {
+	http.ResponseWriter
+	left int64
+	cut  bool
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	if c.cut {
+		return 0, net.ErrClosed
+	}
+	if int64(len(p)) <= c.left {
+		c.left -= int64(len(p))
+		return c.ResponseWriter.Write(p)
+	}
+	n, _ := c.ResponseWriter.Write(p[:c.left])
+	c.cut = true
+	http.NewResponseController(c.ResponseWriter).Flush()
+	if conn, _, err := http.NewResponseController(c.ResponseWriter).Hijack(); err == nil {
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetLinger(0) // a reset, not an orderly close
+		}
+		conn.Close()
+	}
+	return n, net.ErrClosed
 }
 
 // URL is the clone URL of a repository on the server.
