@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -538,4 +539,116 @@ func TestAPIServerOrEtcdDownMidHydration(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Credentials revoked on the git server: the sync says the server refused
+// them, the repository is asked about once per backoff, not per sync;
+// the Secret rotated, the sync recovers by itself, with nobody asking.
+func TestRevokedCredentialsThenARotatedSecret(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, "bot", "old")
+	e.start()
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "git", Namespace: e.ns}, StringData: map[string]string{"username": "bot", "password": "old"}}
+	if err := e.c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	for i := range n {
+		e.apply(strings.NewReplacer("name: web", fmt.Sprintf("name: web-%d", i),
+			"path: deploy/web}", "path: deploy/web, secretRef: {name: git}}",
+			"path: apps/web}", fmt.Sprintf("path: apps/web-%d, secretRef: {name: git}}", i), "interval: 1h", "interval: 20s").Replace(webSync))
+	}
+	for i := range n {
+		e.ready(fmt.Sprintf("web-%d", i), metav1.ConditionTrue, 60*time.Second)
+	}
+	e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"}).Commit("cm")
+	e.app.Push("main")
+
+	e.git.SetBasicAuth("bot", "new") // the old token revoked
+	var refused atomic.Int32
+	hook := func(r *http.Request) {
+		if u, p, _ := r.BasicAuth(); fromController(r) && u == "bot" && p == "old" {
+			refused.Add(1)
+		}
+	}
+	e.hook.Store(&hook)
+	for i := range n {
+		e.requestReconcile(e.sync(fmt.Sprintf("web-%d", i)), "revoked")
+	}
+	e.eventually(30*time.Second, func() string {
+		for i := range n {
+			c := readyCondition(e.sync(fmt.Sprintf("web-%d", i)).Status.Conditions)
+			if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "the server refused the credentials given") {
+				return fmt.Sprintf("web-%d: %s", i, condString(c))
+			}
+		}
+		return ""
+	})
+	t.Logf("the sync says: %s", readyCondition(e.sync("web-0").Status.Conditions).Message)
+	time.Sleep(15 * time.Second)
+	// Over about 20s: the first try and its backoffs (5s, 10s), for the
+	// source and the destination, whatever the number of syncs.
+	if got := refused.Load(); got > 8 {
+		t.Errorf("%d requests with the revoked credentials in about 20s for %d syncs: want at most 8", got, n)
+	}
+	t.Logf("%d requests with the revoked credentials", refused.Load())
+
+	secret.StringData = map[string]string{"username": "bot", "password": "new"}
+	if err := e.c.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rotated := time.Now()
+	e.eventually(45*time.Second, func() string {
+		for i := range n {
+			ms := e.sync(fmt.Sprintf("web-%d", i))
+			if c := readyCondition(ms.Status.Conditions); c == nil || c.Status != metav1.ConditionTrue || ms.Status.Source == nil || ms.Status.Source.Commit != e.app.Head() {
+				return fmt.Sprintf("web-%d: %s", i, condString(c))
+			}
+		}
+		return ""
+	})
+	t.Logf("recovered %s after the Secret was rotated", time.Since(rotated).Round(time.Second))
+}
+
+// The connection reset after the destination took a push, before its
+// answer arrived: the controller cannot know the push landed; it finds
+// so, and does not push the change twice.
+func TestAPushWhoseAnswerIsLostIsNotPushedTwice(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	e.apply(webSync)
+	e.ready("web", metav1.ConditionTrue, 60*time.Second)
+	before := e.tip("env/dev")
+	var cut, pushes atomic.Int32
+	e.git.CutAfter(func(r *http.Request) int64 {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") && fromController(r) {
+			if pushes.Add(1) == 1 {
+				cut.Add(1)
+				return 0
+			}
+		}
+		return -1
+	})
+	e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"}).Commit("cm")
+	e.app.Push("main")
+	e.requestReconcile(e.sync("web"), "cut")
+	e.eventually(60*time.Second, func() string {
+		ms := e.sync("web")
+		if c := readyCondition(ms.Status.Conditions); c == nil || c.Status != metav1.ConditionTrue || ms.Status.Source == nil || ms.Status.Source.Commit != e.app.Head() {
+			return condString(c)
+		}
+		return ""
+	})
+	if cut.Load() != 1 {
+		t.Fatalf("the answer to the push was cut %d times, want 1", cut.Load())
+	}
+	if c := strings.Count(e.dst("log", "--format=%H", before+"..env/dev"), "\n") + 1; c != 1 || e.tip("env/dev") == before {
+		t.Fatalf("%d commits for one change:\n%s", c, e.dst("log", "--oneline", before+"..env/dev"))
+	}
+	if got := e.sync("web").Status.Destination.Commit; got != e.tip("env/dev") {
+		t.Errorf("the status names commit %s, the branch is at %s", got, e.tip("env/dev"))
+	}
+	t.Logf("%d pushes for the change", pushes.Load())
 }

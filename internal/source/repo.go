@@ -135,7 +135,7 @@ func (r *Repo) fetch(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("listing refs of %s: %w", r.loc, redactErr(err))
+		return fmt.Errorf("listing refs of %s: %w%s", r.loc, redactErr(err), authHint(err, method))
 	}
 	r.empty = len(refs) == 0
 	want := map[plumbing.ReferenceName]plumbing.Hash{}
@@ -183,6 +183,18 @@ func (r *Repo) fetch(ctx context.Context) error {
 	}
 	r.refs, r.fetched = want, at
 	return nil
+}
+
+// authHint says what to do about a server refusing a request for its
+// credentials.
+func authHint(err error, method transport.AuthMethod) string {
+	if !errors.Is(err, transport.ErrAuthenticationRequired) && !errors.Is(err, transport.ErrAuthorizationFailed) {
+		return ""
+	}
+	if method == nil {
+		return " (no credentials were given: name a Secret holding them)"
+	}
+	return " (the server refused the credentials given: revoked or expired? rotate them)"
 }
 
 // removeTmpPacks removes what fetches that failed halfway left of their
@@ -612,6 +624,11 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 		return fmt.Errorf("pushing %s to %s: %w (and refreshing: %v)", name, r.loc, pushErr, ferr)
 	}
 	tip, _ := r.git.Reference(refName, true)
+	if tip != nil && tip.Hash() == newHash && newHash != old {
+		// It landed; its answer was lost (a connection reset after the
+		// server took it): done, not pushed again.
+		return nil
+	}
 	if (tip == nil && !old.IsZero()) || (tip != nil && tip.Hash() != old) {
 		return fmt.Errorf("pushing %s to %s: %w", name, r.loc, ErrStale)
 	}
