@@ -3,6 +3,8 @@ package controller
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"maps"
@@ -651,4 +653,69 @@ func TestAPushWhoseAnswerIsLostIsNotPushedTwice(t *testing.T) {
 		t.Errorf("the status names commit %s, the branch is at %s", got, e.tip("env/dev"))
 	}
 	t.Logf("%d pushes for the change", pushes.Load())
+}
+
+// The cache's disk full (a tmpfs of 16 MiB, filled up) when a source
+// change arrives: the sync says the disk is full, nothing is committed,
+// and once space returns it commits the change by itself, once.
+func TestACacheDiskFullThenFreed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small filesystem here (it needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	e := newEnv(t)
+	e.start(func(o *Options) { o.CacheDir = filepath.Join(dir, "cache") })
+	e.apply(strings.Replace(webSync, "interval: 1h", "interval: 20s", 1))
+	e.ready("web", metav1.ConditionTrue, 60*time.Second)
+	before := e.tip("env/dev")
+
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	noise := make([]byte, 256<<10)
+	rand.Read(noise)
+	e.app.Write(map[string]string{
+		"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n",
+		"assets/noise.txt":   hex.EncodeToString(noise),
+	}).Commit("cm and assets")
+	e.app.Push("main")
+	e.requestReconcile(e.sync("web"), "full")
+	e.eventually(30*time.Second, func() string {
+		c := readyCondition(e.sync("web").Status.Conditions)
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "no space left on device (the clone cache's disk is full") {
+			return condString(c)
+		}
+		return ""
+	})
+	t.Logf("the sync says: %s", readyCondition(e.sync("web").Status.Conditions).Message)
+	if e.tip("env/dev") != before {
+		t.Fatalf("something was committed with the disk full:\n%s", e.dst("log", "--oneline", before+"..env/dev"))
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	e.eventually(60*time.Second, func() string {
+		ms := e.sync("web")
+		if c := readyCondition(ms.Status.Conditions); c == nil || c.Status != metav1.ConditionTrue || ms.Status.Source == nil || ms.Status.Source.Commit != e.app.Head() {
+			return condString(c)
+		}
+		return ""
+	})
+	t.Logf("committed %s after the space returned", time.Since(freed).Round(time.Second))
+	if c := strings.Count(e.dst("log", "--format=%H", before+"..env/dev"), "\n") + 1; c != 1 {
+		t.Fatalf("%d commits for one change:\n%s", c, e.dst("log", "--oneline", before+"..env/dev"))
+	}
 }

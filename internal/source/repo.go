@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,7 +180,11 @@ func (r *Repo) fetch(ctx context.Context) error {
 		// tries again rather than trust refs whose objects never came.
 		// The pack that came halfway is no object of the clone's.
 		removeTmpPacks(r.root)
-		return fmt.Errorf("fetching %s: %w", r.loc, redactErr(err))
+		hint := ""
+		if errors.Is(err, syscall.ENOSPC) {
+			hint = " (the clone cache's disk is full: the fetch is tried again, and goes on once there is space)"
+		}
+		return fmt.Errorf("fetching %s: %w%s", r.loc, redactErr(err), hint)
 	}
 	r.refs, r.fetched = want, at
 	return nil
