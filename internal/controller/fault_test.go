@@ -719,3 +719,56 @@ func TestACacheDiskFullThenFreed(t *testing.T) {
 		t.Fatalf("%d commits for one change:\n%s", c, e.dst("log", "--oneline", before+"..env/dev"))
 	}
 }
+
+// A git server taking 10s to answer each request: the change still lands,
+// once, and the syncs sharing its repositories share its requests (they
+// queue on one clone instead of each asking).
+func TestASlowGitServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	const n = 3
+	for i := range n {
+		e.apply(strings.NewReplacer("name: web", fmt.Sprintf("name: web-%d", i), "path: apps/web", fmt.Sprintf("path: apps/web-%d", i)).Replace(webSync))
+	}
+	for i := range n {
+		e.ready(fmt.Sprintf("web-%d", i), metav1.ConditionTrue, 60*time.Second)
+	}
+	before := e.tip("env/dev")
+	var slow atomic.Int32
+	hook := func(r *http.Request) {
+		if fromController(r) {
+			slow.Add(1)
+		}
+	}
+	e.hook.Store(&hook)
+	e.git.Delay(10 * time.Second)
+	e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"}).Commit("cm")
+	e.app.Push("main")
+	start := time.Now()
+	for i := range n {
+		e.requestReconcile(e.sync(fmt.Sprintf("web-%d", i)), "slow")
+	}
+	e.eventually(150*time.Second, func() string {
+		for i := range n {
+			ms := e.sync(fmt.Sprintf("web-%d", i))
+			if c := readyCondition(ms.Status.Conditions); c == nil || c.Status != metav1.ConditionTrue || ms.Status.Source == nil || ms.Status.Source.Commit != e.app.Head() {
+				return fmt.Sprintf("web-%d: %s", i, condString(c))
+			}
+		}
+		return ""
+	})
+	t.Logf("%d syncs hydrated in %s through a server taking 10s a request, %d requests", n, time.Since(start).Round(time.Second), slow.Load())
+	for i := range n {
+		folder := fmt.Sprintf("apps/web-%d", i)
+		if c := strings.Count(e.dst("log", "--format=%H", before+"..env/dev", "--", folder), "\n") + 1; c != 1 {
+			t.Fatalf("%s changed in %d commits for one change:\n%s", folder, c, e.dst("log", "--oneline", before+"..env/dev"))
+		}
+	}
+	// Each repository's ref listing and fetch, and a push (two requests)
+	// per commit: about 8 whatever the number of syncs; 3 asking each
+	// would be 12 or more before any push.
+	if got := slow.Load(); got > 10 {
+		t.Errorf("%d requests for %d syncs sharing two repositories", got, n)
+	}
+}
