@@ -65,12 +65,14 @@ func main() {
 		mainRender()
 	case "serve":
 		mainServe()
+	case "soak":
+		mainSoak()
 	case "dashboard":
 		mainDashboard()
 	case "flux":
 		mainFlux()
 	default:
-		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve, flux, dashboard)\n", mode)
+		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve, soak, flux, dashboard)\n", mode)
 		os.Exit(2)
 	}
 }

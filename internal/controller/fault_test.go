@@ -742,7 +742,12 @@ func TestASlowGitServer(t *testing.T) {
 		}
 	}
 	e.hook.Store(&hook)
-	e.git.Delay(10 * time.Second)
+	e.git.Delay(func(r *http.Request) time.Duration {
+		if fromController(r) {
+			return 10 * time.Second
+		}
+		return 0
+	})
 	e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"}).Commit("cm")
 	e.app.Push("main")
 	start := time.Now()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
 	"sluice.dev/sluice/internal/backoff"
 	"sluice.dev/sluice/internal/testenv"
 )
@@ -165,5 +167,34 @@ func TestAFailingHostIsAskedOncePerBackoff(t *testing.T) {
 	}
 	if _, err := c.Digest(ctx, reg.Host+"/team/app:v2"); err != nil {
 		t.Fatalf("after a success: %v", err)
+	}
+}
+
+// A registry that failed the handshake (its /v2/ ping answered 429, or
+// 500) is asked again once it is back: the failure is not kept for the
+// repository for as long as the Client lives (go-containerregistry's
+// Puller keeps a repository's failed handshake for good).
+func TestAFailedHandshakeIsNotKept(t *testing.T) {
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusInternalServerError} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			reg := testenv.NewRegistry(t)
+			reg.Push(t, "team/app:v1")
+			c := New(WithLimiter(NewLimiter(0, nil)), WithBackoff(remote.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1}))
+			reg.FailWith(func(r *http.Request) int {
+				if r.URL.Path == "/v2/" {
+					return code
+				}
+				return 0
+			})
+			ctx := context.Background()
+			if _, err := c.Digest(ctx, reg.Host+"/team/app:v1"); err == nil {
+				t.Fatal("a look-up while the registry fails its handshake succeeded")
+			}
+			reg.FailWith(nil)
+			before := reg.Requests.Load()
+			if _, err := c.Digest(ContextWithNotBefore(ctx, time.Now().Add(time.Hour)), reg.Host+"/team/app:v1"); err != nil {
+				t.Fatalf("a look-up once the registry is back (%d requests): %v", reg.Requests.Load()-before, err)
+			}
+		})
 	}
 }

@@ -52,14 +52,19 @@ func (p *pingCache) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.status, c.header = resp.StatusCode, resp.Header.Clone()
 		c.body, c.err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	})
-	if c.err != nil {
-		// A failed ping is not remembered: the next one tries again.
+	if c.err != nil || (c.status != http.StatusOK && c.status != http.StatusUnauthorized) {
+		// A failed ping is not remembered: the next one tries again. Nor
+		// is an answer other than the handshake's (200: no auth, 401: how
+		// to authenticate): a 429 or a 5xx kept would answer every later
+		// handshake with it, the registry long back.
 		p.mu.Lock()
 		if p.resp[key] == c {
 			delete(p.resp, key)
 		}
 		p.mu.Unlock()
-		return nil, c.err
+		if c.err != nil {
+			return nil, c.err
+		}
 	}
 	return &http.Response{
 		Status: http.StatusText(c.status), StatusCode: c.status, Header: c.header.Clone(),

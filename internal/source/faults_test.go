@@ -32,7 +32,7 @@ func TestAGitServerThatStallsIsGivenUp(t *testing.T) {
 	every := ContextWithMaxAge(ctx, time.Nanosecond)
 
 	// Slow: each request answered after 1s, under a 3s stall timeout.
-	srv.Delay(time.Second)
+	srv.Delay(func(*http.Request) time.Duration { return time.Second })
 	cache := NewCache(t.TempDir(), WithStallTimeout(3*time.Second))
 	repo, err := cache.Open(every, loc, OpenOptions{})
 	if err != nil {
@@ -44,7 +44,7 @@ func TestAGitServerThatStallsIsGivenUp(t *testing.T) {
 	}
 
 	// Hung: nothing at all, under a 2s stall timeout.
-	srv.Delay(time.Hour)
+	srv.Delay(func(*http.Request) time.Duration { return time.Hour })
 	hung := NewCache(t.TempDir(), WithStallTimeout(2*time.Second))
 	start := time.Now()
 	_, err = hung.Open(every, loc, OpenOptions{})
@@ -56,7 +56,7 @@ func TestAGitServerThatStallsIsGivenUp(t *testing.T) {
 	}
 
 	// A push to it, from a clone made while it answered.
-	srv.Delay(0)
+	srv.Delay(nil)
 	pusher := NewCache(t.TempDir(), WithStallTimeout(2*time.Second))
 	repo, err = pusher.Open(ctx, loc, OpenOptions{})
 	if err != nil {
@@ -72,7 +72,7 @@ func TestAGitServerThatStallsIsGivenUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Delay(time.Hour)
+	srv.Delay(func(*http.Request) time.Duration { return time.Hour })
 	start = time.Now()
 	err = repo.UpdateBranch(ctx, "main", h, tip, UpdateBranchOptions{})
 	if took := time.Since(start); err == nil || took > 10*time.Second || !strings.Contains(err.Error(), "sent nothing for 2s") {

@@ -11,9 +11,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-git/go-billy/v5"

@@ -30,7 +30,7 @@ type GitServer struct {
 	hook     func(*http.Request)
 	fail     atomic.Pointer[func(*http.Request) int]
 	cut      atomic.Pointer[func(*http.Request) int64]
-	delay    atomic.Int64 // nanoseconds before each answer
+	delay    atomic.Pointer[func(*http.Request) time.Duration]
 	// retryAfter is the Retry-After (seconds) of FailWith's answers.
 	retryAfter atomic.Int64
 }
@@ -61,10 +61,17 @@ func (s *GitServer) CutAfter(f func(*http.Request) int64) {
 	s.cut.Store(&f)
 }
 
-// Delay makes the server wait d before answering each request (0: at
-// once), as a slow or overloaded server does; a client that gives up
-// meanwhile is answered nothing.
-func (s *GitServer) Delay(d time.Duration) { s.delay.Store(int64(d)) }
+// Delay makes the server wait before answering a request, as long as f
+// returns (0: at once), as a slow or overloaded server does; a client
+// that gives up meanwhile is answered nothing. nil restores normal
+// service.
+func (s *GitServer) Delay(f func(*http.Request) time.Duration) {
+	if f == nil {
+		s.delay.Store(nil)
+		return
+	}
+	s.delay.Store(&f)
+}
 
 // SetBasicAuth changes the credentials the server requires (as when a
 // token is revoked or rotated); empty ones require none.
@@ -118,9 +125,9 @@ func NewGitServer(t TB, opts ...GitServerOption) *GitServer {
 		if s.hook != nil {
 			s.hook(r)
 		}
-		if d := time.Duration(s.delay.Load()); d > 0 {
+		if f := s.delay.Load(); f != nil {
 			select {
-			case <-time.After(d):
+			case <-time.After((*f)(r)):
 			case <-r.Context().Done():
 				return
 			}
