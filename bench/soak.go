@@ -22,11 +22,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller"
@@ -54,6 +56,7 @@ func mainSoak() {
 	// net/http/cgi says each connection the faults cut; the figures are
 	// what counts.
 	log.SetOutput(io.Discard)
+	ctrllog.SetLogger(logr.Discard())
 	tb := newTB()
 	defer tb.cleanup()
 	s := &soak{serveBench: &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: 40, branches: 5, interval: *interval, followers: 20, isolation: "process", touch: 1},
@@ -222,10 +225,11 @@ func (s *soak) run() error {
 		pushes.Add(1)
 		go func() {
 			defer pushes.Done()
-			want := regexp.MustCompile(fmt.Sprintf(`v: ['"]%d['"]`, v))
 			path := fmt.Sprintf("%s:apps/%s/configmap-app%02d.yaml", s.branchOf(r*n+a), name, a)
 			for time.Since(t0) < 15*time.Minute {
-				if want.MatchString(gitOut(s.dstDir, "show", path)) {
+				// This change, or a later one of the same app that holds
+				// it (two pushes close together land in one commit).
+				if m := versionRE.FindStringSubmatch(gitOut(s.dstDir, "show", path)); m != nil && atoi(m[1]) >= v {
 					s.mu.Lock()
 					s.lat = append(s.lat, pushLatency{time.Since(t0), fault})
 					s.mu.Unlock()
@@ -620,4 +624,12 @@ func mib(xs []sample, f func(sample) int64) string {
 		sum += f(x)
 	}
 	return fmt.Sprintf("%d MiB", sum/int64(len(xs))/1024)
+}
+
+// version is an app's configmap version as the destination holds it.
+var versionRE = regexp.MustCompile(`v: ['"](\d+)['"]`)
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -54,7 +55,57 @@ func newLeader(cfg *rest.Config, namespace, name string, leaseDuration, renewDea
 	if err != nil {
 		return nil, fmt.Errorf("leader election: %w", err)
 	}
-	return &leader{lock: lock, leaseDuration: leaseDuration, now: now}, nil
+	return &leader{lock: &releaseGuard{Interface: lock}, leaseDuration: leaseDuration, now: now}, nil
+}
+
+// releaseGuard is the Lease lock with the check client-go's release
+// lacks: a replica stepping down (its manager stopping) clears the Lease
+// only if the record it has just read names it. client-go reads the Lease
+// afresh before releasing but then trusts its own earlier view that it
+// leads, so a leader paused past its Lease, resumed and stopping cleared
+// the Lease the other replica had taken meanwhile (the soak found it: the
+// new leader lost the Lease 12s after taking it, to a third replica
+// starting, and restarted).
+type releaseGuard struct {
+	resourcelock.Interface
+	mu     sync.Mutex
+	holder string // as the last read found it
+}
+
+func (g *releaseGuard) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := g.Interface.Get(ctx)
+	if err == nil {
+		g.mu.Lock()
+		g.holder = rec.HolderIdentity
+		g.mu.Unlock()
+	}
+	return rec, raw, err
+}
+
+func (g *releaseGuard) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if err := g.Interface.Create(ctx, rec); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.holder = rec.HolderIdentity
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *releaseGuard) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	g.mu.Lock()
+	holder := g.holder
+	g.mu.Unlock()
+	if rec.HolderIdentity == "" && holder != g.Identity() {
+		return fmt.Errorf("not releasing Lease %s: %s holds it, not this replica", g.Describe(), holder)
+	}
+	if err := g.Interface.Update(ctx, rec); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.holder = rec.HolderIdentity
+	g.mu.Unlock()
+	return nil
 }
 
 // stillLeads returns nil when the Lease, as the API server holds it now,
