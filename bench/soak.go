@@ -578,6 +578,12 @@ func (s *soak) report(ctx context.Context, base string, total int) error {
 	fmt.Printf("| leader goroutines | %s → %s | flat |\n", mean(first, func(x sample) int64 { return x.goroutines }), mean(last, func(x sample) int64 { return x.goroutines }))
 	fmt.Printf("| leader open files | %s → %s | flat |\n", mean(first, func(x sample) int64 { return x.fds }), mean(last, func(x sample) int64 { return x.fds }))
 	fmt.Printf("| leader threads | %s → %s | |\n", mean(first, func(x sample) int64 { return x.threads }), mean(last, func(x sample) int64 { return x.threads }))
+	if pid, early, late := longestLeader(s.samples); pid != 0 {
+		span := late[len(late)-1].at - early[0].at
+		fmt.Printf("| one process (the longest leader, %s leading): RSS, first third → last third | %s → %s | flat |\n", span.Round(time.Second), mib(early, func(x sample) int64 { return x.rssKiB }), mib(late, func(x sample) int64 { return x.rssKiB }))
+		fmt.Printf("| that process's goroutines | %s → %s | flat |\n", mean(early, func(x sample) int64 { return x.goroutines }), mean(late, func(x sample) int64 { return x.goroutines }))
+		fmt.Printf("| that process's open files | %s → %s | flat |\n", mean(early, func(x sample) int64 { return x.fds }), mean(late, func(x sample) int64 { return x.fds }))
+	}
 	fmt.Println()
 	fmt.Println("Events:")
 	for _, e := range s.events {
@@ -602,6 +608,38 @@ func window(all []sample, from, to time.Duration) []sample {
 		}
 	}
 	return out
+}
+
+// longestLeader is the process that led the longest without a break,
+// and the first and last thirds of its samples as leader (after its
+// first minute, which warms its caches up): the growth of one process,
+// which the whole run's windows cannot show when the leader is killed
+// in between.
+func longestLeader(all []sample) (pid int, early, late []sample) {
+	var best, run []sample
+	for _, x := range all {
+		if !x.leader {
+			continue
+		}
+		if len(run) > 0 && run[0].pid != x.pid {
+			run = nil
+		}
+		run = append(run, x)
+		if len(run) > len(best) {
+			best = slices.Clone(run)
+		}
+	}
+	if len(best) > 0 {
+		warm := best[0].at + time.Minute
+		for len(best) > 0 && best[0].at < warm {
+			best = best[1:]
+		}
+	}
+	if len(best) < 6 {
+		return 0, nil, nil
+	}
+	third := len(best) / 3
+	return best[0].pid, best[:third], best[len(best)-third:]
 }
 
 func mean(xs []sample, f func(sample) int64) string {
