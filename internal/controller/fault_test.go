@@ -602,13 +602,7 @@ func TestRevokedCredentialsThenARotatedSecret(t *testing.T) {
 	}
 	rotated := time.Now()
 	e.eventually(45*time.Second, func() string {
-		for i := range n {
-			ms := e.sync(fmt.Sprintf("web-%d", i))
-			if c := readyCondition(ms.Status.Conditions); c == nil || c.Status != metav1.ConditionTrue || ms.Status.Source == nil || ms.Status.Source.Commit != e.app.Head() {
-				return fmt.Sprintf("web-%d: %s", i, condString(c))
-			}
-		}
-		return ""
+		return e.notReadyAtHead(webs(n)...)
 	})
 	t.Logf("recovered %s after the Secret was rotated", time.Since(rotated).Round(time.Second))
 }
@@ -637,11 +631,7 @@ func TestAPushWhoseAnswerIsLostIsNotPushedTwice(t *testing.T) {
 	e.app.Push("main")
 	e.requestReconcile(e.sync("web"), "cut")
 	e.eventually(60*time.Second, func() string {
-		ms := e.sync("web")
-		if c := readyCondition(ms.Status.Conditions); c == nil || c.Status != metav1.ConditionTrue || ms.Status.Source == nil || ms.Status.Source.Commit != e.app.Head() {
-			return condString(c)
-		}
-		return ""
+		return e.notReadyAtHead("web")
 	})
 	if cut.Load() != 1 {
 		t.Fatalf("the answer to the push was cut %d times, want 1", cut.Load())
@@ -708,11 +698,7 @@ func TestACacheDiskFullThenFreed(t *testing.T) {
 	}
 	freed := time.Now()
 	e.eventually(60*time.Second, func() string {
-		ms := e.sync("web")
-		if c := readyCondition(ms.Status.Conditions); c == nil || c.Status != metav1.ConditionTrue || ms.Status.Source == nil || ms.Status.Source.Commit != e.app.Head() {
-			return condString(c)
-		}
-		return ""
+		return e.notReadyAtHead("web")
 	})
 	t.Logf("committed %s after the space returned", time.Since(freed).Round(time.Second))
 	if c := strings.Count(e.dst("log", "--format=%H", before+"..env/dev"), "\n") + 1; c != 1 {
@@ -755,13 +741,7 @@ func TestASlowGitServer(t *testing.T) {
 		e.requestReconcile(e.sync(fmt.Sprintf("web-%d", i)), "slow")
 	}
 	e.eventually(150*time.Second, func() string {
-		for i := range n {
-			ms := e.sync(fmt.Sprintf("web-%d", i))
-			if c := readyCondition(ms.Status.Conditions); c == nil || c.Status != metav1.ConditionTrue || ms.Status.Source == nil || ms.Status.Source.Commit != e.app.Head() {
-				return fmt.Sprintf("web-%d: %s", i, condString(c))
-			}
-		}
-		return ""
+		return e.notReadyAtHead(webs(n)...)
 	})
 	t.Logf("%d syncs hydrated in %s through a server taking 10s a request, %d requests", n, time.Since(start).Round(time.Second), slow.Load())
 	for i := range n {
@@ -776,4 +756,25 @@ func TestASlowGitServer(t *testing.T) {
 	if got := slow.Load(); got > 10 {
 		t.Errorf("%d requests for %d syncs sharing two repositories", got, n)
 	}
+}
+
+// notReadyAtHead is "" once every named sync is Ready having hydrated the
+// app's head, or else what the first one that is not says.
+func (e *env) notReadyAtHead(names ...string) string {
+	for _, name := range names {
+		ms := e.sync(name)
+		if c := readyCondition(ms.Status.Conditions); c == nil || c.Status != metav1.ConditionTrue || ms.Status.Source == nil || ms.Status.Source.Commit != e.app.Head() {
+			return name + ": " + condString(c)
+		}
+	}
+	return ""
+}
+
+// webs names n syncs web-0 … web-(n-1).
+func webs(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("web-%d", i)
+	}
+	return names
 }
