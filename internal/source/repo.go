@@ -124,6 +124,7 @@ func (r *Repo) fetch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.compact()
 	remote, err := r.git.Remote("origin")
 	if err != nil {
 		return err

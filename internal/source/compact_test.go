@@ -1,0 +1,139 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// A long-lived clone gathers a pack with every fetch; once more than
+// maxOldPacks of them are older than packGrace they are packed into one:
+// every commit still reads, a write not pushed yet keeps its objects, the
+// packs of the last hour stay, and no descriptor of a removed pack stays
+// open.
+func TestManyFetchesArePackedIntoOne(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	dir := t.TempDir()
+	cache := NewCache(dir)
+	loc := mustLoc(t, url)
+	every := ContextWithMaxAge(ctx, time.Nanosecond)
+	var commits []string
+	var r *Repo
+	for i := range maxOldPacks + 5 {
+		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i)}).Commit(fmt.Sprint(i))
+		w.Push("main")
+		commits = append(commits, w.Head())
+		var err error
+		if r, err = cache.Open(every, loc, OpenOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	packs := func() []string {
+		p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*.pack"))
+		return p
+	}
+	if n := len(packs()); n < maxOldPacks+5 {
+		t.Fatalf("%d packs after %d fetches: the test needs one a fetch", n, maxOldPacks+5)
+	}
+	// Young packs stay, however many.
+	w.Write(map[string]string{"a": "young\n"}).Commit("young")
+	w.Push("main")
+	if _, err := cache.Open(every, loc, OpenOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(packs()); n < maxOldPacks+6 {
+		t.Fatalf("%d packs: packs younger than %s were packed", n, packGrace)
+	}
+	commits = append(commits, w.Head())
+	// The packs age past the grace.
+	old := time.Now().Add(-2 * packGrace)
+	for _, p := range packs() {
+		for _, f := range []string{p, strings.TrimSuffix(p, ".pack") + ".idx"} {
+			if err := os.Chtimes(f, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A write in flight: its own pack, young, no ref to it yet.
+	b := r.NewBatch()
+	blob, err := b.WriteBlob([]byte("not pushed yet\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := b.WriteTree([]object.TreeEntry{{Name: "b", Mode: filemode.Regular, Hash: blob}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := object.Signature{Name: "t", Email: "t@example.com", When: time.Now()}
+	unpushed, err := b.WriteCommit(&object.Commit{Author: sig, Committer: sig, Message: "in flight", TreeHash: tree})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := len(packs())
+	w.Write(map[string]string{"a": "last\n"}).Commit("last")
+	w.Push("main")
+	commits = append(commits, w.Head())
+	if r, err = cache.Open(every, loc, OpenOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// One pack of all the old ones, the write's and the last fetch's.
+	if n := len(packs()); n > 3 {
+		t.Fatalf("%d packs (%d before the fetch): the old packs were not packed into one", n, before)
+	}
+	for i, c := range commits {
+		want := fmt.Sprintf("%d\n", i)
+		switch {
+		case i == len(commits)-1:
+			want = "last\n"
+		case i == len(commits)-2:
+			want = "young\n"
+		}
+		if got := readAt(t, r, c, "a"); got != want {
+			t.Fatalf("commit %d (%s) reads %q after packing, want %q", i, c[:8], got, want)
+		}
+	}
+	if got := readAt(t, r, unpushed.String(), "b"); got != "not pushed yet\n" {
+		t.Fatalf("the write in flight reads %q after packing", got)
+	}
+	// No descriptor of a removed pack is left open.
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if strings.HasPrefix(target, r.Root()) && strings.HasSuffix(target, "(deleted)") {
+			t.Errorf("a removed pack is still open: %s", target)
+		}
+	}
+}
+
+func readAt(t *testing.T, r *Repo, commit, name string) string {
+	t.Helper()
+	tree, err := r.CommitTree(plumbing.NewHash(commit))
+	if err != nil {
+		t.Fatalf("commit %s: %v", commit[:8], err)
+	}
+	fsys, err := r.Tree(Commit{Hash: plumbing.NewHash(commit), Tree: tree})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := fsys.ReadFile(name)
+	if err != nil {
+		t.Fatalf("commit %s: %v", commit[:8], err)
+	}
+	return string(data)
+}
