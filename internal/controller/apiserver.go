@@ -63,10 +63,7 @@ func (a *apiServer) wait(now time.Time) time.Duration {
 	if !a.down {
 		return 0
 	}
-	var next time.Time
-	if re := (*backoff.RetryError)(nil); errors.As(a.fails.Shared(now, time.Time{}, [32]byte{}), &re) {
-		next = re.Next
-	}
+	next := a.nextLook(now)
 	// Just after the next look, spread so that a recovering API server
 	// is not met by every sync at once.
 	return max(next.Sub(now), 0) + time.Second + rand.N(2*time.Second)
@@ -82,8 +79,8 @@ func (a *apiServer) failed(ctx context.Context, err error) (time.Duration, bool)
 	a.mu.Lock()
 	if !a.down {
 		a.down, a.since = true, time.Now()
-		re := a.fails.Record(context.Background(), err, 0, apiServerEvery, [32]byte{}).(*backoff.RetryError)
-		a.log.Error("the API server does not answer: reconciles wait for it, asking its /readyz until it does", "error", err.Error(), "nextTry", re.Next.UTC().Format(time.TimeOnly))
+		a.fails.Record(context.Background(), err, 0, apiServerEvery, [32]byte{})
+		a.log.Error("the API server does not answer: reconciles wait for it, asking its /readyz until it does", "error", err.Error(), "nextTry", a.nextLook(a.since).UTC().Format(time.TimeOnly))
 	}
 	if !a.probing {
 		a.probing = true
@@ -93,14 +90,20 @@ func (a *apiServer) failed(ctx context.Context, err error) (time.Duration, bool)
 	return a.wait(time.Now()), true
 }
 
+// nextLook is when the prober asks /readyz next (zero: now); the caller
+// holds a.mu.
+func (a *apiServer) nextLook(now time.Time) time.Time {
+	if re := (*backoff.RetryError)(nil); errors.As(a.fails.Shared(now, time.Time{}, [32]byte{}), &re) {
+		return re.Next
+	}
+	return time.Time{}
+}
+
 // prober asks /readyz at each next try until the API server answers.
 func (a *apiServer) prober() {
 	for {
 		a.mu.Lock()
-		var next time.Time
-		if re := (*backoff.RetryError)(nil); errors.As(a.fails.Shared(time.Now(), time.Time{}, [32]byte{}), &re) {
-			next = re.Next
-		}
+		next := a.nextLook(time.Now())
 		a.mu.Unlock()
 		time.Sleep(time.Until(next))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
