@@ -50,6 +50,10 @@ type ManifestSyncSpec struct {
 	Images []ImageRule `json:"images,omitempty"`
 	// Destination is the branch folder the rendered manifests are written to.
 	Destination Destination `json:"destination"`
+	// Deployer says which tool applies the folder (Flux, the default;
+	// Argo CD; kubectl), and so what a chart's hooks and tests become.
+	// +optional
+	Deployer *Deployer `json:"deployer,omitempty"`
 	// RegistrySecretRef names a Secret of type kubernetes.io/dockerconfigjson
 	// in the sync's namespace, for the registries its images are pinned
 	// from (the controller; the command line uses the docker keychain).
@@ -328,6 +332,17 @@ type Destination struct {
 	SecretRef *SecretRef `json:"secretRef,omitempty"`
 	// Signing signs every commit the sync makes.
 	Signing *Signing `json:"signing,omitempty"`
+	// Secrets is what becomes of the Secrets a render gives: encrypt (the
+	// default: each is committed SOPS-encrypted for the recipients sops
+	// names, and a sync with a Secret and no recipient fails), omit (left
+	// out: External Secrets, Sealed Secrets or a vault plugin provides
+	// them), or plaintext (committed readable: an explicit opt-in).
+	// +kubebuilder:validation:Enum=encrypt;omit;plaintext
+	// +optional
+	Secrets string `json:"secrets,omitempty"`
+	// SOPS names the recipients the folder's Secrets are encrypted for.
+	// +optional
+	SOPS *SOPS `json:"sops,omitempty"`
 }
 
 // Signing names the key commits are signed with, as Flux's

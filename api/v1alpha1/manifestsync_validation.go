@@ -24,6 +24,10 @@ func (s *ManifestSync) Validate() field.ErrorList {
 		errs = append(errs, img.validate(spec.Child("images").Index(i))...)
 	}
 	errs = append(errs, s.Spec.Destination.validate(spec.Child("destination"))...)
+	if d := s.Spec.Deployer; d != nil {
+		errs = append(errs, d.validate(spec.Child("deployer"))...)
+	}
+	errs = append(errs, validateSecrets(s.Spec.Destination, s.Spec.DeployerTool(), spec.Child("destination"))...)
 	return errs
 }
 

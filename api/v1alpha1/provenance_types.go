@@ -61,6 +61,76 @@ type Provenance struct {
 	// Takeover, when set, says a developer's takeover rendered the folder,
 	// and locks it: until Expires, a regular hydration skips it.
 	Takeover *Takeover `json:"takeover,omitempty"`
+	// Deployer is the tool the folder was hydrated for
+	// (spec.deployer.tool): what applies it.
+	Deployer string `json:"deployer,omitempty"`
+	// Hooks are the chart's hooks, and what became of each for the
+	// deployer.
+	Hooks []Hook `json:"hooks,omitempty"`
+	// Generated names the templates that generated values (randAlphaNum,
+	// genCA, uuidv4, now...) and with which functions, never the values:
+	// they are derived from the sync key, the same at every hydration.
+	Generated []Generated `json:"generated,omitempty"`
+	// Lookups names the templates that called lookup: they were rendered
+	// as on a first install, where lookup finds nothing.
+	Lookups []string `json:"lookups,omitempty"`
+	// Secrets are the Secrets the render gave, and what became of each.
+	Secrets []SecretRecord `json:"secrets,omitempty"`
+	// Warnings say, one line each, where what the deployer will do with
+	// the folder differs from what Helm would have done with the chart.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Hook is one hook of a chart (an object annotated helm.sh/hook) and what
+// became of it.
+type Hook struct {
+	// Object is Kind/namespace/name (Kind/name when cluster-scoped).
+	Object string `json:"object"`
+	// Template is the chart's template that made it.
+	Template string `json:"template,omitempty"`
+	// Events, Weight and DeletePolicies are its helm.sh/hook,
+	// helm.sh/hook-weight and helm.sh/hook-delete-policy.
+	Events         []string `json:"events"`
+	Weight         int      `json:"weight,omitempty"`
+	DeletePolicies []string `json:"deletePolicies,omitempty"`
+	// Applied says where it went: a phase's subfolder and Kustomization,
+	// Argo CD's sync phase, "with the release", or "left out".
+	Applied string `json:"applied"`
+	// Unsupported says what the deployer does with it that Helm does not
+	// (empty when nothing).
+	Unsupported string `json:"unsupported,omitempty"`
+}
+
+// Generated names a template that generated values.
+type Generated struct {
+	Template string `json:"template"`
+	// Functions are the generating functions it called.
+	Functions []string `json:"functions"`
+}
+
+// What became of a Secret (SecretRecord.Committed).
+const (
+	SecretEncrypted = "encrypted"
+	SecretOmitted   = "omitted"
+	SecretPlaintext = "plaintext"
+	// SecretAsIs is a Secret the source holds already SOPS-encrypted.
+	SecretAsIs = "as-is"
+)
+
+// SecretRecord is one Secret of a render, without its values.
+type SecretRecord struct {
+	// Object is Secret namespace/name.
+	Object string `json:"object"`
+	// Keys are its data and stringData keys.
+	Keys []string `json:"keys,omitempty"`
+	// Digest is an HMAC-SHA256 of its content under the sync key: how a
+	// Secret is known unchanged without decrypting it (its encrypted file
+	// then stays as it was).
+	Digest string `json:"digest,omitempty"`
+	// Committed is encrypted, omitted, plaintext or as-is.
+	Committed string `json:"committed"`
+	// Recipients digests the SOPS recipients it was encrypted for.
+	Recipients string `json:"recipients,omitempty"`
 }
 
 // Takeover records a developer's takeover of a destination folder.

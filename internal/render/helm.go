@@ -113,6 +113,8 @@ type helmRelease struct {
 	// for a local chart, the source folder for a remote one.
 	valuesDir string
 	limits    Limits
+	// gen, if set, makes the values templates generate (see Generate).
+	gen *generator
 }
 
 // helmTemplate renders a chart as `helm template` of the helm release
@@ -155,7 +157,10 @@ func helmTemplate(ctx context.Context, fsys source.FS, ch *chart.Chart, r helmRe
 	if ch.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, r.caps.KubeVersion.String()) {
 		return nil, 0, fmt.Errorf("chart %s: chart requires kubeVersion: %s which is incompatible with Kubernetes %s (set render.helm.kubeVersion, or --kube-version, to the cluster's)", ch.Name(), ch.Metadata.KubeVersion, r.caps.KubeVersion.Version)
 	}
-	e := engine.Engine{CustomTemplateFuncs: boundedFuncs(ctx, r.limits)}
+	if r.gen != nil {
+		markTemplates(ch)
+	}
+	e := engine.Engine{CustomTemplateFuncs: boundedFuncs(ctx, r.limits, r.gen)}
 	files, err := e.RenderWithContext(ctx, ch, values)
 	if err != nil {
 		return nil, 0, fmt.Errorf("chart %s: %w", ch.Name(), err)
@@ -243,16 +248,7 @@ func missingDependencies(ch *chart.Chart) []string {
 func helmOrigins(objs []*yaml.RNode, dir string, remote bool) []string {
 	out := make([]string, len(objs))
 	for i, o := range objs {
-		c := o.YNode().HeadComment
-		if c == "" && len(o.YNode().Content) > 0 {
-			c = o.YNode().Content[0].HeadComment
-		}
-		src := ""
-		for _, line := range strings.Split(c, "\n") {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "# Source: "); ok {
-				src = rest
-			}
-		}
+		src := Source(o)
 		switch {
 		case src == "":
 			out[i] = dir
@@ -264,4 +260,21 @@ func helmOrigins(objs []*yaml.RNode, dir string, remote bool) []string {
 		}
 	}
 	return out
+}
+
+// Source is the chart template an object of a chart's render came from,
+// read from the "# Source:" comment helm writes above it
+// ("shop/charts/cache/templates/cm.yaml"), or "".
+func Source(o *yaml.RNode) string {
+	c := o.YNode().HeadComment
+	if c == "" && len(o.YNode().Content) > 0 {
+		c = o.YNode().Content[0].HeadComment
+	}
+	src := ""
+	for _, line := range strings.Split(c, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "# Source: "); ok {
+			src = rest
+		}
+	}
+	return src
 }

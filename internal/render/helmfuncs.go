@@ -15,7 +15,9 @@ import (
 // same results within the render's limits, and fail past them. They also
 // check the render's context, so a cancelled render stops at the next
 // call of any of them (printf and include-heavy charts call them often).
-func boundedFuncs(ctx context.Context, lim Limits) template.FuncMap {
+// With a generator, the functions that draw randomness or read the clock
+// draw from it instead (see Generate).
+func boundedFuncs(ctx context.Context, lim Limits, gen *generator) template.FuncMap {
 	maxBytes := int(min(lim.OutputBytes, 1<<31-1))
 	maxItems := lim.Objects * 100 // a range this long renders more than any chart
 	sp := sprig.TxtFuncMap()
@@ -38,7 +40,7 @@ func boundedFuncs(ctx context.Context, lim Limits) template.FuncMap {
 			return s, check(name, len(s), maxBytes)
 		}
 	}
-	return template.FuncMap{
+	funcs := template.FuncMap{
 		"print":   str("print", fmt.Sprint),
 		"println": str("println", fmt.Sprintln),
 		"printf": func(format string, args ...any) (string, error) {
@@ -109,6 +111,12 @@ func boundedFuncs(ctx context.Context, lim Limits) template.FuncMap {
 		"randNumeric":  boundedRand(check, "randNumeric", sp["randNumeric"], maxBytes),
 		"randAscii":    boundedRand(check, "randAscii", sp["randAscii"], maxBytes),
 	}
+	if gen != nil {
+		for name, f := range gen.funcs(check, maxBytes) {
+			funcs[name] = f
+		}
+	}
+	return funcs
 }
 
 // boundedRand bounds one of sprig's rand* functions, which make a string

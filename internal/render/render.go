@@ -85,6 +85,13 @@ type Options struct {
 	// the build reads instead (a Flux Kustomization's SOPS-encrypted
 	// secretGenerator sources and patches, decrypted).
 	Read func(ctx context.Context, name string, data []byte) ([]byte, error)
+	// Generate, if set, makes the values a chart's templates generate
+	// (randAlphaNum, genCA, now...) the same at every render, from the
+	// sync's key, and records which templates generated values and which
+	// called lookup (Result.Generated, Result.Lookups): a render for a
+	// deployer. Unset, they are new at each render, as `helm template`
+	// makes them.
+	Generate *Generate
 	// PostBuild, if set, is given the rendered objects, with each one's
 	// source file where Origins asked for them (else origins is empty),
 	// and returns the objects the render gives (a Flux Kustomization's
@@ -113,6 +120,12 @@ type Result struct {
 	// Remote lists files fetched from outside the source tree (remote
 	// kustomize bases and files): a render that has any cannot be skipped.
 	Remote []string
+	// Generated names the templates that generated values, Lookups those
+	// that called lookup, Unkeyed those that generated values at random,
+	// without a key (with Options.Generate only).
+	Generated []v1alpha1.Generated
+	Lookups   []string
+	Unkeyed   []string
 	// yaml is the output as kustomize printed it, until it is parsed.
 	yaml []byte
 }
@@ -233,8 +246,15 @@ func render(ctx context.Context, tr, fsys source.FS, dir string, o Options, lim 
 		} else {
 			ch, err = loadChart(ctx, g, dir)
 		}
+		var gen *generator
+		if o.Generate != nil {
+			gen = newGenerator(o.Generate)
+		}
 		if err == nil {
-			res.Objects, size, err = helmTemplate(ctx, g, ch, helmRelease{settings: s, caps: caps, valuesDir: dir, limits: lim})
+			res.Objects, size, err = helmTemplate(ctx, g, ch, helmRelease{settings: s, caps: caps, valuesDir: dir, limits: lim, gen: gen})
+			if gen != nil {
+				res.Generated, res.Lookups, res.Unkeyed = gen.Generated(), gen.Lookups(), gen.Unkeyed()
+			}
 			if o.Origins {
 				res.Origins = helmOrigins(res.Objects, dir, s.Chart != nil)
 			}

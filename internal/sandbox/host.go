@@ -120,7 +120,7 @@ type host struct {
 func (h *host) serve(w *worker, dir string, warm bool) (*render.Result, error) {
 	req := renderRequest{Dir: dir, MemoryBytes: w.limits.Memory, Warm: warm}
 	o := h.o
-	req.Options = renderOptions{ReleaseName: o.ReleaseName, Capabilities: o.Capabilities, IncludeCRDs: o.IncludeCRDs, Origins: o.Origins, Limits: h.lim}
+	req.Options = renderOptions{ReleaseName: o.ReleaseName, Capabilities: o.Capabilities, IncludeCRDs: o.IncludeCRDs, Origins: o.Origins, Limits: h.lim, Generate: o.Generate}
 	if o.Render != nil {
 		req.Options.Render, _ = json.Marshal(o.Render)
 	}
@@ -192,7 +192,7 @@ func (h *host) result(payload []byte) (*render.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &render.Result{Objects: objs, Origins: hdr.Origins, Remote: hdr.Remote}
+	res := &render.Result{Objects: objs, Origins: hdr.Origins, Remote: hdr.Remote, Generated: hdr.Generated, Lookups: hdr.Lookups, Unkeyed: hdr.Unkeyed}
 	if err := json.Unmarshal(hdr.Renderer, &res.Renderer); err != nil {
 		return nil, fmt.Errorf("a render worker's result: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/source"
 )
@@ -103,6 +104,9 @@ type renderOptions struct {
 	IncludeCRDs  bool                `json:"includeCRDs,omitempty"`
 	Origins      bool                `json:"origins,omitempty"`
 	Limits       render.Limits       `json:"limits"`
+	// Generate carries the sync's own key (derived for it, never the
+	// run's): the worker makes the values templates generate.
+	Generate *render.Generate `json:"generate,omitempty"`
 }
 
 // templateRequest asks a worker to execute a text/template.
@@ -123,6 +127,10 @@ type resultHeader struct {
 	Chart    json.RawMessage `json:"chart,omitempty"`
 	Remote   []string        `json:"remote,omitempty"`
 	Objects  int             `json:"objects"`
+	// Generated, Lookups and Unkeyed are Result's.
+	Generated []v1alpha1.Generated `json:"generated,omitempty"`
+	Lookups   []string             `json:"lookups,omitempty"`
+	Unkeyed   []string             `json:"unkeyed,omitempty"`
 }
 
 // baseReply is a remote base as the host opened it.

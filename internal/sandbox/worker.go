@@ -236,7 +236,7 @@ func (c *conn) watchMemory(limit int64) (stop func()) {
 func (c *conn) render(req renderRequest) int {
 	defer c.watchMemory(req.MemoryBytes)()
 	ro := req.Options
-	o := render.Options{ReleaseName: ro.ReleaseName, Capabilities: ro.Capabilities, IncludeCRDs: ro.IncludeCRDs, Origins: ro.Origins, Limits: ro.Limits}
+	o := render.Options{ReleaseName: ro.ReleaseName, Capabilities: ro.Capabilities, IncludeCRDs: ro.IncludeCRDs, Origins: ro.Origins, Limits: ro.Limits, Generate: ro.Generate}
 	if len(ro.Render) > 0 {
 		o.Render = &v1alpha1.Render{}
 		if err := json.Unmarshal(ro.Render, o.Render); err != nil {
@@ -269,7 +269,7 @@ func (c *conn) render(req renderRequest) int {
 		c.fail(err)
 		return 1
 	}
-	h := resultHeader{Origins: res.Origins, Remote: res.Remote, Objects: len(res.Objects)}
+	h := resultHeader{Origins: res.Origins, Remote: res.Remote, Objects: len(res.Objects), Generated: res.Generated, Lookups: res.Lookups, Unkeyed: res.Unkeyed}
 	h.Renderer, _ = json.Marshal(res.Renderer)
 	if res.Chart != nil {
 		h.Chart, _ = json.Marshal(res.Chart)
