@@ -24,6 +24,7 @@ import (
 	"sluice.dev/sluice/internal/sandbox"
 	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
+	"sluice.dev/sluice/internal/synckey"
 )
 
 // engineFlags choose where the engines keep things, how they reach
@@ -39,6 +40,7 @@ type engineFlags struct {
 	workerCPU     time.Duration
 	workersIdle   int
 	signingKey    string
+	syncKey       string
 	trustedKeys   []string
 	cosignKeys    []string
 	trustedRoot   string
@@ -56,6 +58,7 @@ func (e *engineFlags) add(fl *pflag.FlagSet) {
 // addSigning adds the flag of the key that signs commits.
 func (e *engineFlags) addSigning(fl *pflag.FlagSet) {
 	fl.StringVar(&e.signingKey, "signing-key", "", "sign every commit with this SSH or OpenPGP private key (default: the key in $SLUICE_SIGNING_KEY, if any; its passphrase in $SLUICE_SIGNING_PASSPHRASE)")
+	fl.StringVar(&e.syncKey, "sync-key", "", "the sync key file the values charts generate (passwords, keys, certificates) and the digests of encrypted Secrets derive from, the same at every hydration (default: the key in $SLUICE_SYNC_KEY, if any; make one with `sluice sync-key new`)")
 	fl.StringArrayVar(&e.trustedKeys, "trusted-keys", nil, "a file of trusted keys (armored OpenPGP public keys, or SSH allowed signers) that sources with spec.source.verify must be signed by (repeatable)")
 	fl.StringArrayVar(&e.cosignKeys, "cosign-key", nil, "a cosign public key (cosign.pub) that images whose rule has verify.secretRef must be signed by (repeatable)")
 	fl.StringVar(&e.trustedRoot, "trusted-root", "", "the Sigstore trusted_root.json that keyless signatures (verify.keyless) are checked against (default: Sigstore's public instance)")
@@ -157,9 +160,14 @@ func (e *engineFlags) engines(s Streams) (*source.Cache, *build.Builder, hydrate
 	if err != nil {
 		return nil, nil, hydrate.Options{}, err
 	}
+	key, err := synckey.Load(e.syncKey, os.Getenv)
+	if err != nil {
+		return nil, nil, hydrate.Options{}, err
+	}
 	h := hydrate.Options{
 		Cache: cache, Registry: reg, Charts: &render.Charts{Registry: reg, CacheDir: filepath.Join(dir, "charts")},
 		StateDir: dir, Limits: lim, Egress: policy, NoRemoteBases: e.limits.noRemoteBases, Sandbox: sb, Signer: signer,
+		SyncKey: key,
 	}
 	if verifier != nil {
 		h.VerifierFor = func(config.ManifestSync) (*signing.Verifier, error) { return verifier, nil }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"sluice.dev/sluice/internal/hydrate"
 )
@@ -76,7 +77,23 @@ func printSync(s Streams, r hydrate.Result) {
 		fmt.Fprintln(s.Err, styleFor(s.Err).syncLine(r))
 		return
 	}
-	fmt.Fprintln(s.Out, styleFor(s.Out).syncLine(r))
+	st := styleFor(s.Out)
+	fmt.Fprintln(s.Out, st.syncLine(r))
+	if r.Result != hydrate.Changed && r.Result != hydrate.Committed {
+		return
+	}
+	// What the deployer will not do as Helm does, and what the chart
+	// generated (never a value): said where the folder is written or
+	// would be.
+	for _, w := range r.Warnings {
+		fmt.Fprintln(s.Out, st.mark(" !", yellow, "  "+r.Name+": "+w))
+	}
+	for _, g := range r.Generated {
+		fmt.Fprintf(s.Out, "  %s: %s generates values (%s), derived from the sync key\n", r.Name, g.Template, strings.Join(g.Functions, ", "))
+	}
+	for _, l := range r.Lookups {
+		fmt.Fprintf(s.Out, "  %s: %s calls lookup, rendered as on a first install (it finds nothing)\n", r.Name, l)
+	}
 }
 
 func shortSHA(s string) string {

@@ -366,6 +366,9 @@ func (p *runPrinter) iteration(it session.Iteration) {
 	for _, line := range it.Paused {
 		fmt.Fprintf(p.out, "   paused %s\n", line)
 	}
+	for _, w := range it.Warnings {
+		fmt.Fprintf(p.out, "   hook %s\n", w)
+	}
 }
 
 // notice prints what the session noticed between iterations.

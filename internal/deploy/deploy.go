@@ -9,9 +9,13 @@ import (
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/hooks"
 	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/synckey"
 )
 
 // Rendered is a directory rendered into objects ready for the cluster.
@@ -21,6 +25,11 @@ type Rendered struct {
 	Render *render.Result
 	// Root is the directory the render's paths are relative to.
 	Root string
+	// Hooks and Warnings say what became of a chart's hooks: applied at
+	// once, its tests left out, as kubectl applies them, which is not
+	// Helm's order (one line per hook).
+	Hooks    []v1alpha1.Hook
+	Warnings []string
 }
 
 // Render renders a local directory into cluster objects, each with the
@@ -30,6 +39,12 @@ func Render(ctx context.Context, dir string, o render.Options) (*Rendered, error
 	res, root, err := render.Local(ctx, dir, o)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
+	}
+	var layout *hooks.Layout
+	if res.Renderer.Name == render.Helm {
+		if res, layout, err = ForDeployer(res, hooks.Options{Tool: v1alpha1.DeployerKubectl}); err != nil {
+			return nil, fmt.Errorf("rendering %s: %w", dir, err)
+		}
 	}
 	objs, err := Objects(res)
 	if err != nil {
@@ -42,7 +57,38 @@ func Render(ctx context.Context, dir string, o render.Options) (*Rendered, error
 			}
 		}
 	}
-	return &Rendered{Objects: objs, Render: res, Root: root}, nil
+	out := &Rendered{Objects: objs, Render: res, Root: root}
+	if layout != nil {
+		out.Hooks, out.Warnings = layout.Hooks, layout.Warnings
+	}
+	return out, nil
+}
+
+// ForDeployer arranges a chart's render for the tool that applies it (see
+// package hooks): its tests left out, its hooks where the tool runs them.
+// The result holds the objects of the folder itself, each with its
+// origin; a phased layout's phases are the layout's.
+func ForDeployer(res *render.Result, o hooks.Options) (*render.Result, *hooks.Layout, error) {
+	nodes, err := res.Nodes()
+	if err != nil {
+		return nil, nil, err
+	}
+	origins := map[*yaml.RNode]string{}
+	for i, n := range nodes {
+		origins[n] = res.Origin(i)
+	}
+	layout, err := hooks.Arrange(nodes, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := *res
+	out.Objects, out.JSON, out.Origins = layout.Objects, nil, nil
+	if res.Origins != nil {
+		for _, n := range layout.Objects {
+			out.Origins = append(out.Origins, origins[n])
+		}
+	}
+	return &out, layout, nil
 }
 
 func mustAbs(p string) string {
@@ -88,4 +134,47 @@ func Diff(ctx context.Context, c *cluster.Client, dir string, ro render.Options,
 		return nil, err
 	}
 	return c.Diff(ctx, r.Objects, do)
+}
+
+// ForOptions say how RenderFor renders a directory for a deployer.
+type ForOptions struct {
+	Hooks hooks.Options
+	// Key is the sync key (of the sync named Sync) generated values
+	// derive from; without one, a kept object holding such values fails
+	// the render, with KeyMissing.
+	Key        synckey.Key
+	Sync       string
+	KeyMissing string
+}
+
+// RenderFor renders a local directory as a deployer would deploy it: a
+// chart's tests left out, its hooks arranged for the tool (a phased
+// layout's phases are in the layout), its generated values derived from
+// the sync key. What is not a chart renders as it is.
+func RenderFor(ctx context.Context, dir string, ro render.Options, o ForOptions) (*Rendered, error) {
+	ro.Generate = &render.Generate{Now: o.Key.Created}
+	if !o.Key.IsZero() {
+		ro.Generate.Key = o.Key.For("", o.Sync, "")
+	}
+	res, root, err := render.Local(ctx, dir, ro)
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", dir, err)
+	}
+	out := &Rendered{Render: res, Root: root}
+	if res.Renderer.Name != render.Helm {
+		return out, nil
+	}
+	nodes, err := res.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	if obj, t := hooks.Unkeyed(nodes, res.Unkeyed, o.Hooks.HelmTests); obj != nil {
+		return nil, fmt.Errorf("%s %s holds values its template %s generates: %s", obj.GetKind(), obj.GetName(), t, o.KeyMissing)
+	}
+	res, layout, err := ForDeployer(res, o.Hooks)
+	if err != nil {
+		return nil, err
+	}
+	out.Render, out.Hooks, out.Warnings = res, layout.Hooks, layout.Warnings
+	return out, nil
 }

@@ -1,17 +1,23 @@
 package hydrate
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"path"
 	"sort"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"sluice.dev/sluice/internal/destination"
 )
 
 // diffFolders is a unified diff from the old folder to the new one, file
-// by file, as `git diff` would show it.
+// by file, as `git diff` would show it, with no Secret's value in it
+// (see redact).
 func diffFolders(dir string, old, cur destination.Folder) string {
 	names := map[string]bool{}
 	for n := range old {
@@ -25,6 +31,8 @@ func diffFolders(dir string, old, cur destination.Folder) string {
 		sorted = append(sorted, n)
 	}
 	sort.Strings(sorted)
+	salt := make([]byte, 16)
+	rand.Read(salt)
 	var b strings.Builder
 	for _, n := range sorted {
 		a, c := string(old[n]), string(cur[n])
@@ -39,10 +47,60 @@ func diffFolders(dir string, old, cur destination.Folder) string {
 			to = "/dev/null"
 		}
 		text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A: difflib.SplitLines(a), B: difflib.SplitLines(c),
+			A: difflib.SplitLines(redact(a, salt)), B: difflib.SplitLines(redact(c, salt)),
 			FromFile: from, ToFile: to, Context: 3,
 		})
 		b.WriteString(text)
+	}
+	return b.String()
+}
+
+// redact hides the values of the Secrets a file holds, readable or
+// encrypted: each value becomes a digest of it under salt (one per diff,
+// then forgotten), so that a diff shows which keys changed and nothing of
+// what they hold, and a Secret's SOPS metadata becomes one line. A file
+// holding no Secret is left as it is.
+func redact(file string, salt []byte) string {
+	if !strings.Contains(file, "Secret") {
+		return file
+	}
+	objs, err := kio.FromBytes([]byte(file))
+	if err != nil {
+		return "(a file that does not parse as YAML, not shown)\n"
+	}
+	found := false
+	for _, o := range objs {
+		if o.GetKind() != "Secret" {
+			continue
+		}
+		found = true
+		for _, field := range []string{"data", "stringData"} {
+			m := o.Field(field)
+			if m == nil || m.Value == nil {
+				continue
+			}
+			_ = m.Value.VisitFields(func(f *yaml.MapNode) error {
+				h := sha256.New()
+				h.Write(salt)
+				h.Write([]byte(f.Value.YNode().Value))
+				f.Value.YNode().Value = "<hidden: " + hex.EncodeToString(h.Sum(nil)[:6]) + ">"
+				f.Value.YNode().Style = 0
+				return nil
+			})
+		}
+		if o.Field("sops") != nil {
+			_ = o.PipeE(yaml.SetField("sops", yaml.NewScalarRNode("<SOPS metadata>")))
+		}
+	}
+	if !found {
+		return file
+	}
+	var b strings.Builder
+	for i, o := range objs {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.WriteString(o.MustString())
 	}
 	return b.String()
 }

@@ -89,7 +89,11 @@ func (f *fixture) expand(files map[string]string) map[string]string {
 // sync writes a ManifestSync file; %REG, %APP and %DST are replaced.
 func (f *fixture) sync(name, yaml string) {
 	f.t.Helper()
-	r := strings.NewReplacer("REG", f.reg.Host, "APP", f.appURL, "DST", f.dstURL)
+	reg := ""
+	if f.reg != nil {
+		reg = f.reg.Host
+	}
+	r := strings.NewReplacer("REG", reg, "APP", f.appURL, "DST", f.dstURL)
 	if err := os.WriteFile(filepath.Join(f.syncDir, name+".yaml"), []byte(r.Replace(yaml)), 0o644); err != nil {
 		f.t.Fatal(err)
 	}

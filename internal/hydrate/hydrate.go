@@ -24,6 +24,7 @@ import (
 	"sluice.dev/sluice/internal/sandbox"
 	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
+	"sluice.dev/sluice/internal/synckey"
 )
 
 // Options configure a run.
@@ -123,6 +124,13 @@ type Options struct {
 	// limits: what a controller shared by many teams, and `sluice
 	// hydrate`, do. nil renders in this process.
 	Sandbox *sandbox.Sandbox
+	// SyncKey is the key the values a chart's templates generate, and the
+	// digests that tell an unchanged encrypted Secret, are derived from,
+	// per sync (see package synckey). Without one, a sync that needs it
+	// fails, with SyncKeyMissing (how to pass it; DefaultSyncKeyMissing
+	// when empty).
+	SyncKey        synckey.Key
+	SyncKeyMissing string
 	// RenderSlots, if set, bounds the renders of this run together with
 	// those of every other run given the same channel (a controller's
 	// concurrent runs); its capacity is the bound, and Parallel is then
@@ -207,6 +215,17 @@ type Result struct {
 	// Rendered tells whether the source was rendered (false when the
 	// inputs were seen unchanged without rendering).
 	Rendered bool `json:"rendered"`
+	// Deployer is the tool the folder is for.
+	Deployer string `json:"deployer,omitempty"`
+	// Warnings say where the deployer will not do what Helm does with
+	// the chart, naming each hook.
+	Warnings []string `json:"warnings,omitempty"`
+	// Generated names the templates that generated values (never the
+	// values), and Lookups those that called lookup.
+	Generated []v1alpha1.Generated `json:"generated,omitempty"`
+	Lookups   []string             `json:"lookups,omitempty"`
+	// Secrets say what became of each Secret, without its values.
+	Secrets []v1alpha1.SecretRecord `json:"secrets,omitempty"`
 	// Diff is the unified diff of the folder (dry run only).
 	Diff string `json:"diff,omitempty"`
 	// Lock is the takeover holding the folder (Locked only).

@@ -68,6 +68,7 @@ func (p *plan) result() Result {
 		res.Source = describeSource(p.prov.Source)
 		src := p.prov.Source
 		res.Revision = &src
+		res.Deployer, res.Warnings, res.Generated, res.Lookups, res.Secrets = p.prov.Deployer, p.prov.Warnings, p.prov.Generated, p.prov.Lookups, p.prov.Secrets
 	}
 	if p.folder != nil {
 		res.Result = Changed
@@ -196,6 +197,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	r.o.Log.Debug("rendering", "sync", ms.Name, "source", src.Describe(), "path", ms.Spec.Source.Path)
 	ro := render.Options{
 		Render: ms.Spec.Render, ReleaseName: ms.Name, Charts: r.o.charts(ms), Limits: r.o.Limits, Egress: r.egress,
+		Generate: r.generate(ms),
 	}
 	if !r.o.NoRemoteBases {
 		ro.Bases, ro.Fetch = r.openBase, render.FetchFiles(nil)
@@ -220,7 +222,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		return fmt.Errorf("pinning: %w", err)
 	}
 	waiting := waitingImages(written, ms.Spec.Images, images)
-	folder, err := destination.Manifests(objs, ms.Spec.Destination.Layout)
+	folder, dep, err := r.forDeployer(ctx, p, res, objs, current)
 	if err != nil {
 		return err
 	}
@@ -243,8 +245,14 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		Trees:      source.Trees(src.FS, inputs),
 		Chart:      res.Chart,
 		Manifests:  destination.Digest(folder.Hashes()),
+		Deployer:   ms.Spec.DeployerTool(),
+		Hooks:      dep.hooks,
+		Generated:  res.Generated,
+		Lookups:    res.Lookups,
+		Secrets:    dep.secrets,
+		Warnings:   dep.warnings,
 	}
-	prov.Fingerprint = fingerprint(ms.ManifestSync, prov.Renderer, prov.Inputs, prov.Chart, prov.Images)
+	prov.Fingerprint = fingerprint(ms.ManifestSync, prov.Renderer, prov.Inputs, prov.Chart, prov.Images, keyID(r.syncKey(ms), usedKey(prov)))
 	if t := r.o.Takeover; t != nil {
 		prov.Takeover = src.takeover(*t, inputs)
 		prov.Takeover.Unverified = ms.Spec.Source.Verify != nil && src.Working()
@@ -474,7 +482,7 @@ func (r *runner) unchanged(ctx context.Context, p *plan, pinner *pin.Pinner, cur
 			return false // its tag appeared
 		}
 	}
-	return fingerprint(ms.ManifestSync, prev.Renderer, prev.Inputs, chart, images) == prev.Fingerprint
+	return fingerprint(ms.ManifestSync, prev.Renderer, prev.Inputs, chart, images, keyID(r.syncKey(ms), usedKey(prev))) == prev.Fingerprint
 }
 
 // waitingImages lists the references a rule matched that were not pinned:

@@ -62,6 +62,11 @@ type provenanceHead struct {
 	Fingerprint string                    `yaml:"fingerprint"`
 	Manifests   string                    `yaml:"manifests"`
 	Takeover    *v1alpha1.Takeover        `yaml:"takeover"`
+	Deployer    string                    `yaml:"deployer"`
+	Generated   []v1alpha1.Generated      `yaml:"generated"`
+	Lookups     []string                  `yaml:"lookups"`
+	Secrets     []v1alpha1.SecretRecord   `yaml:"secrets"`
+	Warnings    []string                  `yaml:"warnings"`
 }
 
 // parseProvenance reads the head of a record written by
@@ -77,7 +82,7 @@ func parseProvenance(data []byte) (*v1alpha1.Provenance, error) {
 	return &v1alpha1.Provenance{
 		APIVersion: v1alpha1.APIVersion, Kind: h.Kind, Sync: h.Sync, Source: h.Source, Renderer: h.Renderer,
 		Images: h.Images, Waiting: h.Waiting, Inputs: h.Inputs, Trees: h.Trees, Chart: h.Chart, Fingerprint: h.Fingerprint, Manifests: h.Manifests,
-		Takeover: h.Takeover,
+		Takeover: h.Takeover, Deployer: h.Deployer, Generated: h.Generated, Lookups: h.Lookups, Secrets: h.Secrets, Warnings: h.Warnings,
 	}, nil
 }
 

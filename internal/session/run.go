@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,6 +109,10 @@ type Iteration struct {
 	// shop, 3 substitutions from ConfigMap cluster-vars"): on the first
 	// iteration, and when it changes.
 	AsOwner string `json:"asOwner,omitempty"`
+	// Warnings say where applying a chart's hooks is not what Helm does
+	// with them (a line each): on the first iteration, and when they
+	// change. Its tests are never applied.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Outcome is how a session ended.
@@ -135,6 +140,14 @@ func Run(ctx context.Context, c *cluster.Client, o RunOptions) (*Outcome, error)
 	}
 	if o.RestoreTimeout <= 0 {
 		o.RestoreTimeout = 5 * time.Minute
+	}
+	if o.Render.Generate == nil {
+		// The values a chart generates are made once for the session: an
+		// iteration that changes nothing of a Secret does not give it a
+		// new password, as a first `helm install` makes them once.
+		key := make([]byte, 32)
+		rand.Read(key)
+		o.Render.Generate = &render.Generate{Key: key, Now: time.Now()}
 	}
 	var wt *source.Worktree
 	if o.Repo != "" {
@@ -366,6 +379,8 @@ type loop struct {
 	// asOwner what was last said of it.
 	own     owner.Owner
 	asOwner string
+	// warnings are the hook warnings last said.
+	warnings string
 }
 
 func (l *loop) run(ctx context.Context) (string, error) {
@@ -475,6 +490,9 @@ func (l *loop) iterate(ctx context.Context, trigger []string, first time.Time) b
 		if said != l.asOwner {
 			it.AsOwner, l.asOwner = said, said
 		}
+	}
+	if w := strings.Join(r.Warnings, "\n"); w != l.warnings {
+		it.Warnings, l.warnings = r.Warnings, w
 	}
 	res, err := l.s.Apply(ctx, r.Objects, cluster.ApplyOptions{Timeout: time.Minute})
 	it.Latency = time.Since(first)
