@@ -76,6 +76,15 @@ type ManifestSyncStatus struct {
 	Destination *DestinationStatus `json:"destination,omitempty"`
 	// Images are the images pinned, with their digests.
 	Images []PinnedImage `json:"images,omitempty"`
+	// Deployer is the tool the folder was hydrated for.
+	Deployer string `json:"deployer,omitempty"`
+	// Warnings say, one line each and naming the hook, where the deployer
+	// will not do with the folder what Helm would do with the chart.
+	Warnings []string `json:"warnings,omitempty"`
+	// Generated names the chart templates that generated values
+	// (passwords, keys, certificates, now), with their functions: the
+	// values derive from the sync key and are never shown.
+	Generated []string `json:"generated,omitempty"`
 	// Lock is the developer's takeover that holds the folder, if any.
 	Lock *Takeover `json:"lock,omitempty"`
 	// PullRequest is the pull request proposing the sync's change

@@ -736,6 +736,16 @@ func (in *ManifestSyncStatus) DeepCopyInto(out *ManifestSyncStatus) {
 		*out = make([]PinnedImage, len(*in))
 		copy(*out, *in)
 	}
+	if in.Warnings != nil {
+		in, out := &in.Warnings, &out.Warnings
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.Generated != nil {
+		in, out := &in.Generated, &out.Generated
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Lock != nil {
 		in, out := &in.Lock, &out.Lock
 		*out = new(Takeover)

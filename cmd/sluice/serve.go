@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/controller"
@@ -21,6 +22,7 @@ import (
 )
 
 type serveFlags struct {
+	syncKeySecret                             string
 	kube                                      kubeFlags
 	engine                                    engineFlags
 	concurrent                                int
@@ -89,6 +91,10 @@ dashboard too, each person as themselves.`,
 			if err != nil {
 				return exit(2, err)
 			}
+			keySecret, err := parseNamespacedName(f.syncKeySecret)
+			if err != nil {
+				return &usageError{fmt.Errorf("--sync-key-secret: %w", err)}
+			}
 			cfg.QPS, cfg.Burst = f.qps, f.burst
 			cfg.UserAgent = "sluice-controller/" + sluiceVersion()
 			err = controller.Run(cmd.Context(), controller.Options{
@@ -99,6 +105,7 @@ dashboard too, each person as themselves.`,
 				GitStallTimeout: f.gitStall, LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
 				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, PprofAddr: f.pprofAddr, Log: log,
 				DashboardAddr: f.dashboardAddr, DashboardAuth: f.dashboard, DashboardReadOnly: f.dashReadOnly,
+				SyncKeySecret: keySecret,
 			})
 			if err != nil && cmd.Context().Err() == nil {
 				return exit(1, err)
@@ -114,6 +121,7 @@ dashboard too, each person as themselves.`,
 	fl.DurationVar(&f.gitStall, "git-stall-timeout", source.DefaultStallTimeout, "give up a request to a git server that has sent and taken nothing for this long (the repository then backs off); not a bound on a whole clone, which goes on while bytes flow")
 	fl.BoolVar(&f.allowBuilders, "allow-builders", false, "let Images run their external builders (spec.builder) inside the controller")
 	fl.BoolVar(&f.allowLocal, "allow-local-repos", false, "let resources name repositories on the controller's disk (absolute paths, file://): for trying it on your own machine only")
+	fl.StringVar(&f.syncKeySecret, "sync-key-secret", "", "the Secret (NAMESPACE/NAME, key \"key\") holding the sync key charts' generated values and encrypted Secrets' digests derive from; read, never made (default: sluice-sync-key in the controller's namespace; make it with `sluice sync-key new --secret`)")
 	fl.StringVar(&f.selector, "watch-label-selector", "", "reconcile only the resources this label selector matches (a shard)")
 	fl.BoolVar(&f.leaderElect, "enable-leader-election", false, "elect one replica to reconcile, through a Lease")
 	fl.StringVar(&f.leaderNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's, or default out of cluster)")
@@ -172,4 +180,20 @@ func serveMemory() {
 		}
 		debug.SetMemoryLimit(limit)
 	}
+}
+
+// parseNamespacedName reads NAMESPACE/NAME (or NAME alone: the default
+// namespace), "" being none.
+func parseNamespacedName(s string) (types.NamespacedName, error) {
+	if s == "" {
+		return types.NamespacedName{}, nil
+	}
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok {
+		ns, name = "", s
+	}
+	if name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, fmt.Errorf("%q: expected NAMESPACE/NAME", s)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }

@@ -50,6 +50,8 @@ type batchResult struct {
 type batcher struct {
 	ctx    context.Context
 	base   hydrate.Options
+	// keys, if set, gives the sync key each batch runs with.
+	keys   *syncKeys
 	slots  chan struct{}
 	window time.Duration
 	log    *slog.Logger
@@ -147,6 +149,9 @@ func (b *batcher) hydrate(jobs []*job) {
 		by[j.ms.ManifestSync] = j
 	}
 	o := b.base
+	if b.keys != nil {
+		o.SyncKey, o.SyncKeyMissing = b.keys.get(b.ctx)
+	}
 	o.Credentials = func(ms config.ManifestSync) (*source.Credentials, *source.Credentials) {
 		j := by[ms.ManifestSync]
 		return j.src, j.dst

@@ -34,6 +34,7 @@ var eventReasons = []EventReason{
 	{"PullRequestMerged", corev1.EventTypeNormal, "ManifestSync", "the pull request was merged"},
 	{"PullRequestClosed", corev1.EventTypeNormal, "ManifestSync", "the pull request was closed without merging"},
 	{"PruneProposed", corev1.EventTypeNormal, "ManifestSync", "removing a deleted sync's folder waits for review in a pull request"},
+	{"HooksNotAsHelm", corev1.EventTypeWarning, "ManifestSync", "the sync committed a chart some of whose hooks its deployer does not run as Helm does (status.warnings names each)"},
 	{"Built", corev1.EventTypeNormal, "Image", "the image was built and pushed (the message names the digest and tags)"},
 	{"Reconciled", corev1.EventTypeNormal, "RepoConfig", "the RepoConfig's resources were written"},
 }

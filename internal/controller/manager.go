@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -46,6 +47,7 @@ import (
 	"sluice.dev/sluice/internal/registry"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/sandbox"
+	"sluice.dev/sluice/internal/synckey"
 )
 
 // Options configure the controller.
@@ -119,6 +121,11 @@ type Options struct {
 	DashboardAddr     string
 	DashboardAuth     dashboard.Auth
 	DashboardReadOnly bool
+	// SyncKeySecret is the Secret whose "key" is the sync key the values
+	// charts generate, and encrypted Secrets' digests, derive from (see
+	// package synckey); the default is sluice-sync-key in the
+	// controller's namespace. It is read, never made.
+	SyncKeySecret types.NamespacedName
 	// Log receives the controller's structured logs; the default discards
 	// them.
 	Log *slog.Logger
@@ -285,6 +292,14 @@ func Run(ctx context.Context, o Options) error {
 	rec := checkedEvents{EventRecorder: mgr.GetEventRecorder("sluice-controller"), log: o.Log}
 	batch := newBatcher(egress.WithPolicy(ctx, policy), eng, o.Concurrent, o.Log)
 	batch.base.Egress, batch.base.NoRemoteBases, batch.base.Sandbox = policy, o.NoRemoteBases, o.Sandbox
+	keyRef := o.SyncKeySecret
+	if keyRef.Namespace == "" {
+		keyRef.Namespace = podNamespace()
+	}
+	if keyRef.Name == "" {
+		keyRef.Name = synckey.SecretName
+	}
+	batch.keys = &syncKeys{secrets: sec, ref: keyRef}
 	isolation := "none: renders run in the controller's process"
 	workersConfined.Set(-1)
 	if o.Sandbox != nil {

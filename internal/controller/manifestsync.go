@@ -201,6 +201,9 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		// Ready, as far as what is known goes: say what is not current.
 		msg += "; not current: " + strings.Join(res.Stale, "; ")
 	}
+	if err == nil && len(res.Warnings) > 0 {
+		msg += fmt.Sprintf("; %d of the chart's hooks are not run as Helm runs them (status.warnings)", len(res.Warnings))
+	}
 	prevReason := ""
 	if c := readyCondition(obj.Status.Conditions); c != nil {
 		prevReason = c.Reason
@@ -221,6 +224,7 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 			st.Source = &rev
 		}
 		st.Images = res.Images
+		st.Deployer, st.Warnings, st.Generated = res.Deployer, res.Warnings, generatedTemplates(res.Generated)
 		st.Lock = res.Lock
 		st.PullRequest = res.PullRequest
 	})
@@ -232,6 +236,9 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		r.events.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Hydrate", "%s", msg)
 	case res.Result == hydrate.Committed:
 		r.events.Eventf(obj, nil, corev1.EventTypeNormal, "Committed", "Hydrate", "%s", msg)
+		if len(res.Warnings) > 0 {
+			r.events.Eventf(obj, nil, corev1.EventTypeWarning, "HooksNotAsHelm", "Hydrate", "%s", hooksNote(res.Warnings))
+		}
 		// A change made is worth a line, as Flux logs what it applied.
 		log.Info("committed", "commit", res.Commit, "branch", res.Branch, "path", obj.Spec.Destination.Path)
 	case reason == v1alpha1.ReasonLocked && prevReason != v1alpha1.ReasonLocked:
@@ -366,4 +373,31 @@ func short(h string) string {
 // oneLine is an error as one line of a status message.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(source.Redact(err.Error())), " ")
+}
+
+// generatedTemplates names the templates that generated values, with
+// their functions ("grafana/templates/secret.yaml: randAlphaNum").
+func generatedTemplates(gs []v1alpha1.Generated) []string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, g.Template+": "+strings.Join(g.Functions, ", "))
+	}
+	return out
+}
+
+// hooksNote names the hooks a deployer does not run as Helm does, within
+// an Event's 1024 characters (status.warnings says how, in full).
+func hooksNote(warnings []string) string {
+	note := fmt.Sprintf("%d of the chart's hooks are not run as Helm runs them (status.warnings says how): ", len(warnings))
+	for i, w := range warnings {
+		name, _, _ := strings.Cut(w, " ")
+		if i > 0 {
+			name = ", " + name
+		}
+		if len(note)+len(name) > 1000 {
+			return note + ", …"
+		}
+		note += name
+	}
+	return note
 }

@@ -20,6 +20,7 @@ import (
 	"sluice.dev/sluice/internal/imagesig"
 	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
+	"sluice.dev/sluice/internal/synckey"
 )
 
 // Keys of a git credentials Secret, as Flux's GitRepository reads them.
@@ -310,4 +311,18 @@ func (d dockerConfig) entry(host string) (authn.AuthConfig, bool) {
 		}
 	}
 	return authn.AuthConfig{}, false
+}
+
+// SyncKey reads the sync key a Secret holds under "key" (as `sluice
+// sync-key new --secret` writes it).
+func (s *Secrets) SyncKey(ctx context.Context, namespace, name string) (synckey.Key, error) {
+	sec, err := s.Get(ctx, namespace, &v1alpha1.SecretRef{Name: name})
+	if err != nil {
+		return synckey.Key{}, err
+	}
+	k, err := synckey.Parse(string(sec.Data[synckey.SecretKey]))
+	if err != nil {
+		return synckey.Key{}, fmt.Errorf("Secret %s/%s, key %q: %w", namespace, name, synckey.SecretKey, err)
+	}
+	return k, nil
 }

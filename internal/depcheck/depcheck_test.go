@@ -42,11 +42,11 @@ var layers = map[string][]string{
 		"internal/render", "internal/pin", "internal/destination", "internal/signing", "internal/imagesig", "internal/synckey", "internal/hooks", "internal/secrets"},
 	// The dashboard reads what the controller and sessions write.
 	"internal/dashboard":   {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/cluster", "internal/session", "internal/preview", "internal/hydrate", "internal/source", "internal/registry"},
-	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing", "internal/imagesig", "internal/registry"},
+	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing", "internal/imagesig", "internal/registry", "internal/synckey"},
 	"internal/preview":     {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/config", "internal/credentials", "internal/destination", "internal/hydrate", "internal/registry", "internal/render", "internal/source"},
 	// The controller drives the engines; nothing below knows of it.
 	"internal/controller": {"internal/backoff", "internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/signing", "internal/imagesig",
-		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig", "internal/credentials", "internal/preview", "internal/dashboard"},
+		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig", "internal/credentials", "internal/preview", "internal/dashboard", "internal/synckey"},
 }
 
 func TestPackagesImportOnlyDownward(t *testing.T) {

@@ -27,6 +27,14 @@ const prefix = "sluicekey1."
 // Env is the variable the command line reads a key from.
 const Env = "SLUICE_SYNC_KEY"
 
+// SecretKey is the key of the Secret `sluice serve` reads its sync key
+// from, and SecretName that Secret's default name (in the controller's
+// namespace).
+const (
+	SecretKey  = "key"
+	SecretName = "sluice-sync-key"
+)
+
 // Key is a sync key: 32 secret bytes, and the time it was made, which is
 // the time templates are told it is (now) and generated certificates
 // start at.
