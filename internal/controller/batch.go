@@ -48,8 +48,8 @@ type batchResult struct {
 // arriving meanwhile wait for the next. Batches of different branches run
 // side by side, as many as slots allows.
 type batcher struct {
-	ctx    context.Context
-	base   hydrate.Options
+	ctx  context.Context
+	base hydrate.Options
 	// keys, if set, gives the sync key each batch runs with.
 	keys   *syncKeys
 	slots  chan struct{}

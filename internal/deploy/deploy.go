@@ -168,6 +168,11 @@ func RenderFor(ctx context.Context, dir string, ro render.Options, o ForOptions)
 	if err != nil {
 		return nil, err
 	}
+	ns := ""
+	if r := ro.Render; r != nil && r.Helm != nil {
+		ns = r.Helm.Namespace
+	}
+	render.ReleaseNamespace(nodes, ns)
 	if obj, t := hooks.Unkeyed(nodes, res.Unkeyed, o.Hooks.HelmTests); obj != nil {
 		return nil, fmt.Errorf("%s %s holds values its template %s generates: %s", obj.GetKind(), obj.GetName(), t, o.KeyMissing)
 	}

@@ -137,7 +137,6 @@ func objectName(o *yaml.RNode) string {
 	return o.GetKind() + "/" + o.GetName()
 }
 
-
 // LeftOut reports whether Arrange leaves an object out of every folder:
 // a test (unless tests are kept), or a hook Helm runs neither at install
 // nor at upgrade.

@@ -88,6 +88,13 @@ func (r *runner) forDeployer(ctx context.Context, p *plan, res *render.Result, o
 	if err := r.refuseUnkeyed(ms, res, objs); err != nil {
 		return nil, nil, err
 	}
+	if res.Renderer.Name == render.Helm {
+		ns := ""
+		if r := ms.Spec.Render; r != nil && r.Helm != nil {
+			ns = r.Helm.Namespace
+		}
+		render.ReleaseNamespace(objs, ns)
+	}
 	so := secrets.Options{
 		Policy: ms.Spec.Destination.Secrets, Recipients: ms.Spec.Destination.SOPS, Tool: tool,
 		Key: r.syncKey(ms), KeyMissing: r.keyMissing(), Origins: render.Source,
@@ -151,8 +158,6 @@ func hasEncrypted(records []v1alpha1.SecretRecord) bool {
 	}
 	return false
 }
-
-
 
 // encryptedSecrets reads the SOPS-encrypted Secrets a folder holds, by
 // namespace/name.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -224,6 +225,47 @@ func TestRenderRecordsEachObjectsFile(t *testing.T) {
 	for i, o := range objects(t, chart) {
 		if o.GetKind() == "StatefulSet" && chart.Origins[i] != "chart/charts/redis/templates/statefulset.yaml" {
 			t.Errorf("chart origin = %s", chart.Origins[i])
+		}
+	}
+}
+
+// A chart's objects without a namespace go to the release's, as helm
+// install puts them; cluster-scoped ones, Kubernetes' own or of a CRD of
+// the render, stay without.
+func TestObjectsWithoutANamespaceAreTheReleases(t *testing.T) {
+	objs, err := kio.FromBytes([]byte(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kept, namespace: other}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: web}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: clusterissuers.cert-manager.io}
+spec: {group: cert-manager.io, scope: Cluster, names: {kind: ClusterIssuer}}
+---
+apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: {name: self}
+---
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: self}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ReleaseNamespace(objs, "shop")
+	want := []string{"shop", "other", "", "", "", "shop"}
+	for i, o := range objs {
+		if o.GetNamespace() != want[i] {
+			t.Errorf("%s %s: namespace %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), want[i])
 		}
 	}
 }
