@@ -15,7 +15,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 name=${1:-applicationset-controller}
 version=$(awk '$1=="require" && $2=="github.com/argoproj/argo-cd/v3" {print $3} $1=="github.com/argoproj/argo-cd/v3" {print $2}' "$here/$name/go.mod" | head -1)
-dir=$root/bin/argocd/$name-$version
+# The wrapper's own main is part of what is built: a change to it builds
+# anew.
+src=$(cat "$here/$name"/*.go | sha256sum | cut -c1-8)
+dir=$root/bin/argocd/$name-$version-$src
 if $check; then
   if [ ! -x "$dir/$name" ]; then
     echo "Argo CD's $name $version is not built in $dir: run \`make tools\` (hack/argocd/build.sh); \`make test\` does" >&2

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,11 @@ type Options struct {
 	Flux bool
 	// GitDir holds the git server's bare repositories; empty is Dir/git.
 	GitDir string
+	// Controllers are kube-controller-manager's controllers besides
+	// namespace and garbagecollector ("deployment", "replicaset",
+	// "statefulset", "job", "ttl-after-finished"...): for a test that
+	// runs pods on a kubelet of its own (testenv.Kubelet).
+	Controllers []string
 }
 
 // Cluster is a running control plane.
@@ -125,7 +131,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		c.Stop()
 		return nil, fmt.Errorf("writing a kubeconfig: %w", err)
 	}
-	if err := c.startControllers(filepath.Join(o.Assets, "kube-controller-manager"), dir); err != nil {
+	if err := c.startControllers(filepath.Join(o.Assets, "kube-controller-manager"), dir, o.Controllers); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -141,14 +147,14 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 // startControllers starts kube-controller-manager against the API server
 // with the namespace and garbage-collector controllers (no node runs a
 // pod here, so the workload controllers would only leave pending pods).
-func (c *Cluster) startControllers(bin, dir string) error {
+func (c *Cluster) startControllers(bin, dir string, extra []string) error {
 	log, err := os.Create(filepath.Join(dir, "kube-controller-manager.log"))
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command(bin,
 		"--kubeconfig="+c.Kubeconfig,
-		"--controllers=namespace,garbagecollector",
+		"--controllers="+strings.Join(append([]string{"namespace", "garbagecollector"}, extra...), ","),
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--concurrent-namespace-syncs=4",

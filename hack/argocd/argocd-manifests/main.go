@@ -5,7 +5,12 @@
 // folder as an Application to. It runs the kustomize and helm binaries on
 // PATH, as the repo-server does.
 //
-//	argocd-manifests -app app.yaml -root CHECKOUT [-source N] [-tracking annotation|label|annotation+label] [-control-plane argocd]
+//	argocd-manifests -app app.yaml -root CHECKOUT [-source N] [-tracking annotation|label|annotation+label] [-control-plane argocd] [-hooks]
+//
+// With -hooks it prints instead, for each manifest, what Argo CD's sync
+// makes of it (gitops-engine's own hook classification): whether it is a
+// hook, the sync phases it runs in (none: never applied), its delete
+// policies and its wave, as JSON lines.
 //
 // A multi-source Application's `ref` sources are taken from the same
 // checkout when their repoURL is the source's.
@@ -24,7 +29,10 @@ import (
 	"github.com/argoproj/argo-cd/v3/reposerver/repository"
 	"github.com/argoproj/argo-cd/v3/util/git"
 	utilio "github.com/argoproj/argo-cd/v3/util/io"
+	"github.com/argoproj/gitops-engine/pkg/sync/hook"
+	"github.com/argoproj/gitops-engine/pkg/sync/syncwaves"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -34,14 +42,15 @@ func main() {
 	index := flag.Int("source", 0, "which of spec.sources (a multi-source Application)")
 	tracking := flag.String("tracking", "annotation", "resource tracking method")
 	controlPlane := flag.String("control-plane", "argocd", "Argo CD's own namespace")
+	hooks := flag.Bool("hooks", false, "print each manifest's hook classification instead")
 	flag.Parse()
-	if err := run(*appFile, *root, *index, *tracking, *controlPlane); err != nil {
+	if err := run(*appFile, *root, *index, *tracking, *controlPlane, *hooks); err != nil {
 		fmt.Fprintln(os.Stderr, "argocd-manifests:", err)
 		os.Exit(1)
 	}
 }
 
-func run(appFile, root string, index int, tracking, controlPlane string) error {
+func run(appFile, root string, index int, tracking, controlPlane string, hooks bool) error {
 	data, err := os.ReadFile(appFile)
 	if err != nil {
 		return err
@@ -85,11 +94,50 @@ func run(appFile, root string, index int, tracking, controlPlane string) error {
 		if err := json.Unmarshal([]byte(m), &obj); err != nil {
 			return err
 		}
+		if hooks {
+			if err := classify(obj); err != nil {
+				return err
+			}
+			continue
+		}
 		out, err := yaml.Marshal(obj)
 		if err != nil {
 			return err
 		}
 		fmt.Printf("---\n%s", out)
 	}
+	return nil
+}
+
+// classification is what Argo CD's sync makes of one manifest.
+type classification struct {
+	ID             string   `json:"id"`
+	Hook           bool     `json:"hook"`
+	Phases         []string `json:"phases"`
+	DeletePolicies []string `json:"deletePolicies,omitempty"`
+	Wave           int      `json:"wave"`
+}
+
+// classify prints a manifest's classification by gitops-engine, as its
+// sync context reads it: a hook runs once per phase it has (none: never),
+// anything else is applied in the Sync phase.
+func classify(obj map[string]any) error {
+	u := &unstructured.Unstructured{Object: obj}
+	c := classification{ID: u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName(), Hook: hook.IsHook(u), Wave: syncwaves.Wave(u)}
+	if c.Hook {
+		for _, t := range hook.Types(u) {
+			c.Phases = append(c.Phases, string(t))
+		}
+		for _, p := range hook.DeletePolicies(u) {
+			c.DeletePolicies = append(c.DeletePolicies, string(p))
+		}
+	} else {
+		c.Phases = []string{"Sync"}
+	}
+	line, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(line))
 	return nil
 }
