@@ -87,9 +87,10 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 		rel, _ := filepath.Rel(root, file)
 		t.Run(rel, func(t *testing.T) {
 			work := t.TempDir()
-			// What the guides use of the repository: its examples, and
-			// the install they build on.
-			for _, dir := range []string{"examples", "config"} {
+			// What the guides use of the repository: its examples, the
+			// install they build on, and the public charts vendored for
+			// the tests.
+			for _, dir := range []string{"examples", "config", "internal/render/testdata/charts"} {
 				if err := os.CopyFS(filepath.Join(work, dir), os.DirFS(filepath.Join(root, dir))); err != nil {
 					t.Fatal(err)
 				}
