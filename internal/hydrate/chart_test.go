@@ -234,3 +234,37 @@ func (c *chartFixture) syncFile(name string) string {
 	}
 	return string(data)
 }
+
+// A recipient that cannot be used (a Vault nobody answers at) fails the
+// sync naming the setting, and the folder stays as it was; a template
+// whose output cannot be made stable (a DSA key) fails its sync naming
+// the template, and nothing of it is committed.
+func TestWhatCannotBeSealedOrStableIsNotCommitted(t *testing.T) {
+	c := newChartFixture(t)
+	if err := c.hydrate().Err(); err != nil {
+		t.Fatal(err)
+	}
+	tip := c.dstGit("rev-parse", "env/dev")
+	c.sync("grafana", strings.Replace(c.syncFile("grafana"), "sops: {age: ["+c.id.Recipient().String()+"]}", "sops: {hcVaultTransit: [\"http://127.0.0.1:1/v1/transit/keys/sluice\"]}", 1))
+	r := c.result(c.hydrate(), "grafana")
+	if r.Result != Failed || !strings.Contains(r.Error, "spec.destination.sops.hcVaultTransit[0]") {
+		t.Fatalf("an unreachable Vault: %s %s", r.Result, r.Error)
+	}
+	if got := c.dstGit("rev-parse", "env/dev"); got != tip {
+		t.Fatal("the branch moved")
+	}
+
+	c.app.Write(map[string]string{
+		"charts/keys/Chart.yaml":          "apiVersion: v2\nname: keys\nversion: 0.1.0\n",
+		"charts/keys/templates/key.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keys}\ndata:\n  key: {{ genPrivateKey \"dsa\" | quote }}\n",
+	}).Commit("a DSA key")
+	c.app.Push("main")
+	c.sync("keys", "apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: keys}\nspec:\n  source: {repo: APP, ref: main, path: charts/keys}\n  destination: {repo: DST, branch: env/dev, path: apps/keys}\n")
+	r = c.result(c.hydrate(), "keys")
+	if r.Result != Failed || !strings.Contains(r.Error, "keys/templates/key.yaml") || !strings.Contains(r.Error, "cannot be made the same at every render") {
+		t.Fatalf("a DSA key: %s %s", r.Result, r.Error)
+	}
+	if strings.Contains(c.dstGit("ls-tree", "-r", "--name-only", "env/dev"), "apps/keys") {
+		t.Fatal("the DSA key's folder was committed")
+	}
+}
