@@ -255,7 +255,7 @@ func TestWhatCannotBeSealedOrStableIsNotCommitted(t *testing.T) {
 	}
 
 	c.app.Write(map[string]string{
-		"charts/keys/Chart.yaml":          "apiVersion: v2\nname: keys\nversion: 0.1.0\n",
+		"charts/keys/Chart.yaml":         "apiVersion: v2\nname: keys\nversion: 0.1.0\n",
 		"charts/keys/templates/key.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keys}\ndata:\n  key: {{ genPrivateKey \"dsa\" | quote }}\n",
 	}).Commit("a DSA key")
 	c.app.Push("main")
