@@ -1,11 +1,11 @@
 // Command bench measures Sluice against the tools it replaces, each
 // baseline in the same run, and prints markdown tables.
 //
-//	go run ./bench hydrate [-overlays 200] [-bases 20] [-charts 20]
+//	go run ./bench hydrate [-overlays 200] [-bases 20] [-charts 20] [-only charts]
 //	go run ./bench apply   [-n 10]
 //	go run ./bench run     [-n 50]
 //	go run ./bench takeover [-size 8388608]
-//	go run ./bench render  [-overlays 200] [-apps 31] [-n 5]
+//	go run ./bench render  [-overlays 200] [-apps 31] [-n 5] [-charts 30]
 //	go run ./bench serve   [-syncs 1000] [-repos 50] [-tags 200] [-branches 10] [-interval 1m]
 //
 // hydrate: `sluice hydrate` on a synthetic monorepo (200 kustomize overlays
@@ -83,6 +83,7 @@ func mainHydrate() {
 	charts := flag.Int("charts", 20, "Helm charts")
 	keep := flag.Bool("keep", false, "keep the work directory")
 	hold := flag.Bool("hold", false, "after measuring, keep the servers up and print a command that reruns (c), until stdin closes")
+	only := flag.String("only", "", "charts: only the public charts for their deployer ((g), (g'))")
 	flag.Parse()
 	tb := newTB()
 	defer tb.cleanup()
@@ -90,6 +91,17 @@ func mainHydrate() {
 		tb.keep = true
 	}
 	holdServers = *hold
+	run := run
+	if *only == "charts" {
+		run = func(tb *benchTB, _, _, _ int) error {
+			work := tb.TempDir()
+			bin, _, err := tools(work)
+			if err != nil {
+				return err
+			}
+			return printChartHydrations(bin, filepath.Join(work, "cache-charts"), testenv.NewGitServer(tb), tb)
+		}
+	}
 	if err := run(tb, *overlays, *bases, *charts); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		tb.cleanup()
@@ -309,17 +321,9 @@ func run(tb *benchTB, nOverlays, nBases, nCharts int) error {
 		100*float64(noop.wall)/float64(cold.wall), 100*float64(one.wall)/float64(cold.wall), max(cold.maxRS, warm.maxRS)/1024)
 	// Charts for their deployer: what encrypting their Secrets costs, and
 	// what an unchanged one costs (nothing encrypted again).
-	chartMs, err := chartHydrations(bin, filepath.Join(work, "cache-charts"), git, tb, 4)
-	if err != nil {
+	if err := printChartHydrations(bin, filepath.Join(work, "cache-charts"), git, tb); err != nil {
 		return err
 	}
-	fmt.Printf("\nPublic charts for their deployer (podinfo, grafana, bitnami redis, cert-manager, ingress-nginx, 4 copies each), with a sync key: their Secrets committed readable, and encrypted with SOPS.\n\n")
-	fmt.Println("| run | wall | CPU | peak RSS | result |")
-	fmt.Println("|---|---:|---:|---:|---|")
-	for _, m := range chartMs {
-		fmt.Printf("| %s | %s | %s | %d MiB | %s |\n", m.name, round(m.wall), round(m.cpu), m.maxRS/1024, m.note)
-	}
-	fmt.Printf("\nTargets: encryption adds ≤ 5%% CPU to a chart's hydration ((g') against (g)); an unchanged Secret costs no encryption (the forced reruns alike).\n")
 	if holdServers {
 		fmt.Fprintf(os.Stderr, "servers up; rerun (c) with:\n  %s hydrate -f %s --cache-dir %s -o json\nsource clone: %s\nclose stdin to stop\n", bin, syncs, cache, src.Dir)
 		io.Copy(io.Discard, os.Stdin)

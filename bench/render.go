@@ -26,17 +26,22 @@ func mainRender() {
 	overlays := flag.Int("overlays", 200, "monorepo overlays")
 	apps := flag.Int("apps", 31, "apps of the kubeflow-sized tree (22 objects each)")
 	n := flag.Int("n", 5, "runs of the kubeflow-sized render, each tool")
+	charts := flag.Int("charts", 30, "renders of each public chart, each way")
 	keep := flag.Bool("keep", false, "keep the work directory")
 	flag.Parse()
 	tb := newTB()
 	tb.keep = *keep
 	defer tb.cleanup()
+	chartRuns = *charts
 	if err := runRender(tb, *overlays, *apps, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		tb.cleanup()
 		os.Exit(1)
 	}
 }
+
+// chartRuns is how many times each public chart is rendered, each way.
+var chartRuns = 30
 
 func runRender(tb *benchTB, nOverlays, apps, n int) error {
 	work := tb.TempDir()
@@ -245,11 +250,11 @@ func runRender(tb *benchTB, nOverlays, apps, n int) error {
 
 	// A chart for its deployer: its generated values derived from the
 	// sync key, against the same render with them at random.
-	lines, err := chartRenders(sbOwn, &used, n)
+	lines, err := chartRenders(sbOwn, &used, chartRuns)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nPublic charts (vendored for the tests) rendered in a warm sluice-render worker, as `helm template` renders them (generated values at random) and for a deployer (derived from a sync key); the worker's CPU, median of %d, interleaved.\n\n", n)
+	fmt.Printf("\nPublic charts (vendored for the tests) rendered in a warm sluice-render worker, as `helm template` renders them (generated values at random) and for a deployer (derived from a sync key); the worker's CPU, summed over %d renders of each, interleaved.\n\n", chartRuns)
 	fmt.Println("| chart | as helm template | generated values from the key | added |")
 	fmt.Println("|---|---:|---:|---:|")
 	for _, l := range lines {
