@@ -9,9 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
 
-	"sluice.dev/sluice/internal/synckey"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -69,29 +67,12 @@ func argoObjects(t *testing.T, app, root, ns string) map[string]map[string]any {
 // delete policies and waves. A chart's tests, which Argo CD classifies
 // as hooks of no phase (so never applied), are left out of the folder.
 func TestAHydratedChartIsWhatArgoCDMakesOfIt(t *testing.T) {
-	srv := testenv.NewGitServer(t)
-	chartsURL, deployURL := srv.CreateRepo(t, "charts"), srv.CreateRepo(t, "deploy")
-	w := testenv.NewWork(t, chartsURL)
-	for _, ch := range peerCharts {
-		w.CopyChart(t, ch.chart, "charts/"+ch.name)
-	}
-	w.Write(map[string]string{"README.md": "# charts\n"}).Commit("charts as published")
-	w.Push("main")
+	chartsURL, deployURL, keyFile := publishPeerCharts(t)
 	syncs, cache := t.TempDir(), t.TempDir()
-	keyFile := filepath.Join(t.TempDir(), "sync.key")
-	if err := os.WriteFile(keyFile, []byte(synckey.New().String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	apps := map[string][2]string{} // the Applications of the chart and of the folder
 	for _, ch := range peerCharts {
 		ns := "ns-" + ch.name
-		vals, err := yaml.YAMLToJSON([]byte(ch.valuesOf(t)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(vals) == "null" {
-			vals = []byte("{}")
-		}
+		vals := valuesJSON(t, ch.valuesOf(t))
 		// Argo CD cannot decrypt SOPS: its folders hold Secrets readable.
 		y := fmt.Sprintf(`apiVersion: sluice.dev/v1alpha1
 kind: ManifestSync
@@ -153,7 +134,7 @@ spec:
 					t.Errorf("%s: Argo CD takes it from the chart as %+v, from the folder as %+v", id, a, b)
 				}
 				random := map[string]bool{}
-				fa, fb := flat(fromChart[id]), flat(again[id])
+				fa, fb := testenv.Fields(fromChart[id]), testenv.Fields(again[id])
 				for k, v := range fa {
 					if fb[k] != v {
 						random[k] = true

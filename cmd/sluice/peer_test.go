@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -56,6 +55,40 @@ func (c peerChart) valuesOf(t *testing.T) string {
 	return c.values
 }
 
+// valuesJSON gives YAML values as one line of JSON, for a sync's or a
+// HelmRelease's values ("{}" when there are none).
+func valuesJSON(t *testing.T, values string) string {
+	t.Helper()
+	vals, err := yaml.YAMLToJSON([]byte(values))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(vals) == "null" {
+		return "{}"
+	}
+	return string(vals)
+}
+
+// publishPeerCharts pushes the charts as published to a source repository
+// of a new git server and makes a deploy repository beside it and a sync
+// key in a file.
+func publishPeerCharts(t *testing.T) (chartsURL, deployURL, keyFile string) {
+	t.Helper()
+	srv := testenv.NewGitServer(t)
+	chartsURL, deployURL = srv.CreateRepo(t, "charts"), srv.CreateRepo(t, "deploy")
+	w := testenv.NewWork(t, chartsURL)
+	for _, ch := range peerCharts {
+		w.CopyChart(t, ch.chart, "charts/"+ch.name)
+	}
+	w.Write(map[string]string{"README.md": "# charts\n"}).Commit("charts as published")
+	w.Push("main")
+	keyFile = filepath.Join(t.TempDir(), "sync.key")
+	if err := os.WriteFile(keyFile, []byte(synckey.New().String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return chartsURL, deployURL, keyFile
+}
+
 // The peer check: each public chart, hydrated by `sluice hydrate` for
 // Flux and applied by the real kustomize-controller, converges to the
 // objects the real helm-controller installs from the chart with the same
@@ -103,31 +136,14 @@ func TestAHydratedChartIsWhatHelmControllerInstalls(t *testing.T) {
 
 	// The charts as published, in a source repository; a deploy
 	// repository Sluice hydrates into.
-	srv := testenv.NewGitServer(t)
-	chartsURL, deployURL := srv.CreateRepo(t, "charts"), srv.CreateRepo(t, "deploy")
-	w := testenv.NewWork(t, chartsURL)
-	for _, ch := range peerCharts {
-		w.CopyChart(t, ch.chart, "charts/"+ch.name)
-	}
-	w.Write(map[string]string{"README.md": "# charts\n"}).Commit("charts as published")
-	w.Push("main")
+	chartsURL, deployURL, keyFile := publishPeerCharts(t)
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		t.Fatal(err)
 	}
 	syncs, cache := t.TempDir(), t.TempDir()
-	keyFile := filepath.Join(t.TempDir(), "sync.key")
-	if err := os.WriteFile(keyFile, []byte(synckey.New().String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	writeSync := func(ch peerChart, values string) {
-		vals, err := yaml.YAMLToJSON([]byte(values))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(vals) == "null" {
-			vals = []byte("{}")
-		}
+		vals := valuesJSON(t, values)
 		deployer := ""
 		if ch.phases {
 			deployer = fmt.Sprintf("  deployer:\n    flux:\n      sourceRef: {name: deploy, namespace: %s}\n      interval: 1m\n      timeout: 2m\n      decryptionSecretRef: {name: sops-age}\n", fluxNS)
@@ -179,10 +195,7 @@ spec:
 	}
 	apply(fmt.Sprintf("apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: charts, namespace: %s}\nspec: {interval: 1m, url: %s, ref: {branch: main}}", fluxNS, chartsURL))
 	for _, ch := range peerCharts {
-		vals, _ := yaml.YAMLToJSON([]byte(ch.valuesOf(t)))
-		if string(vals) == "null" {
-			vals = []byte("{}")
-		}
+		vals := valuesJSON(t, ch.valuesOf(t))
 		apply(fmt.Sprintf(`apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
 metadata: {name: %s, namespace: %s}
@@ -390,7 +403,7 @@ func reference(t *testing.T, ch peerChart, ns string) *peerReference {
 		u := unstructured.Unstructured{Object: obj}
 		_, r.hook[id] = u.GetAnnotations()["helm.sh/hook"]
 		r.random[id] = map[string]bool{}
-		fa, fb := flat(obj), flat(b[peerIDOf(u)])
+		fa, fb := testenv.Fields(obj), testenv.Fields(b[peerIDOf(u)])
 		for k, v := range fa {
 			if fb[k] != v {
 				r.random[id][k] = true
@@ -525,7 +538,7 @@ func eventually(t *testing.T, d time.Duration, f func() string) {
 // addresses allocated) and without the paths of the chart's random
 // values.
 func normalize(obj map[string]any, random map[string]bool) map[string]string {
-	out := flat(obj)
+	out := testenv.Fields(obj)
 	for k := range out {
 		drop := strings.HasPrefix(k, ".status") || random[k]
 		for _, p := range []string{".metadata.uid", ".metadata.resourceVersion", ".metadata.generation", ".metadata.creationTimestamp", ".metadata.managedFields",
@@ -541,28 +554,6 @@ func normalize(obj map[string]any, random map[string]bool) map[string]string {
 			delete(out, k)
 		}
 	}
-	return out
-}
-
-func flat(obj map[string]any) map[string]string {
-	out := map[string]string{}
-	var walk func(p string, v any)
-	walk = func(p string, v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, e := range x {
-				walk(p+"."+k, e)
-			}
-		case []any:
-			for i, e := range x {
-				walk(fmt.Sprintf("%s[%d]", p, i), e)
-			}
-		default:
-			data, _ := json.Marshal(x)
-			out[p] = string(data)
-		}
-	}
-	walk("", obj)
 	return out
 }
 

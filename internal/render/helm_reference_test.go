@@ -232,24 +232,7 @@ func flatten(t *testing.T, n *yaml.RNode) map[string]string {
 	if err := json.Unmarshal(data, &v); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
-	var walk func(p string, v any)
-	walk = func(p string, v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, e := range x {
-				walk(p+"."+k, e)
-			}
-		case []any:
-			for i, e := range x {
-				walk(fmt.Sprintf("%s[%d]", p, i), e)
-			}
-		default:
-			out[p] = fmt.Sprint(x)
-		}
-	}
-	walk("", v)
-	return out
+	return testenv.Fields(v)
 }
 
 // masked prints an object's fields, sorted, with the random ones masked.
