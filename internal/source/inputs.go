@@ -269,3 +269,31 @@ func Trees(fsys FS, inputs []v1alpha1.Input) []v1alpha1.Input {
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }
+
+// Differ reports whether a render of b would read other bytes than a
+// render of a, for the inputs a render recorded: what a change from a to
+// b reaches. Where both are git trees, a folder of the same tree hash in
+// both vouches for the inputs it holds without their being read.
+func Differ(a, b FS, inputs []v1alpha1.Input) bool {
+	ta, _ := a.(interface{ TreeHash(string) (string, error) })
+	tb, _ := b.(interface{ TreeHash(string) (string, error) })
+	same := map[string]bool{}
+	for _, in := range inputs {
+		if dir := path.Dir(in.Path); ta != nil && tb != nil {
+			ok, seen := same[dir]
+			if !seen {
+				ha, erra := ta.TreeHash(dir)
+				hb, errb := tb.TreeHash(dir)
+				ok = erra == nil && errb == nil && ha == hb
+				same[dir] = ok
+			}
+			if ok {
+				continue
+			}
+		}
+		if Current(a, in) != Current(b, in) {
+			return true
+		}
+	}
+	return false
+}

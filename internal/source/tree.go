@@ -231,6 +231,11 @@ func (r *Repo) size(e object.TreeEntry) int64 {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.sizeLocked(e)
+}
+
+// sizeLocked is size for a caller holding r.mu.
+func (r *Repo) sizeLocked(e object.TreeEntry) int64 {
 	if s, ok := r.git.Storer.(interface {
 		EncodedObjectSize(plumbing.Hash) (int64, error)
 	}); ok {
