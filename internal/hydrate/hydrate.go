@@ -79,6 +79,11 @@ type Options struct {
 	// Progress, if set, is called once per sync as soon as its result is
 	// known, from any goroutine but never concurrently.
 	Progress func(Result)
+	// Only, if set, decides before anything is rendered which syncs the
+	// run looks at: one it turns down, given the provenance record its
+	// folder holds (nil: none yet), is left as it is, Unchanged and not
+	// rendered. A preview renders only the syncs a change reaches.
+	Only func(ms config.ManifestSync, prev *v1alpha1.Provenance) bool
 	// Overrides apply to the remote kustomize bases the syncs' sources
 	// name (the syncs themselves are transformed before Run).
 	Overrides override.Set
@@ -228,6 +233,9 @@ type Result struct {
 	Secrets []v1alpha1.SecretRecord `json:"secrets,omitempty"`
 	// Diff is the unified diff of the folder (dry run only).
 	Diff string `json:"diff,omitempty"`
+	// Changes are the objects the diff adds, changes and removes, and the
+	// images it pins anew (dry run only).
+	Changes *Changes `json:"changes,omitempty"`
 	// Lock is the takeover holding the folder (Locked only).
 	Lock *v1alpha1.Takeover `json:"lock,omitempty"`
 	// PullRequest is the pull request proposing the folder (pullRequest

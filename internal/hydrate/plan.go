@@ -43,6 +43,7 @@ type plan struct {
 	folder   destination.Folder // nil: nothing to write
 	rendered bool
 	diff     string
+	changes  *Changes // dry runs
 	stale    []string // tags answered stale, and why (Result.Stale)
 }
 
@@ -55,6 +56,7 @@ func (p *plan) result() Result {
 		Destination: fmt.Sprintf("%s %s %s", source.Redact(d.Repo), p.branch, d.Path),
 		Rendered:    p.rendered,
 		Diff:        p.diff,
+		Changes:     p.changes,
 		Stale:       p.stale,
 		Err:         p.err,
 	}
@@ -167,6 +169,10 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 			return fmt.Errorf("%s is taken over by %s until %s: ask them to run `sluice takeover release`, wait, or use --steal", p.dstPath, lock.Owner, lock.Expires)
 		}
 		p.locked = lock
+		return nil
+	}
+	if r.o.Only != nil && !r.o.Only(ms, p.prev) {
+		p.prov = p.prev
 		return nil
 	}
 	pinner := r.pinner(ms, src.Commit)
@@ -288,6 +294,11 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 			return err
 		}
 		p.diff = diffFolders(p.dstPath, old, folder)
+		var was []v1alpha1.PinnedImage
+		if p.prev != nil {
+			was = p.prev.Images
+		}
+		p.changes = folderChanges(old, folder, was, prov.Images)
 	}
 	return nil
 }

@@ -1,0 +1,395 @@
+// Package review answers the question a reviewer asks of a change to a
+// source repository (a pull request): what will it change in every
+// deploy folder? It merges the change's head onto its base as the forge
+// would, renders, in a dry run of the very engine that commits, every
+// sync whose inputs the change reaches (the files each sync's folder
+// records it read), and compares with what each folder holds. It writes
+// nothing anywhere but the merge commit in its own clone.
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/hydrate"
+	"sluice.dev/sluice/internal/source"
+)
+
+// Change is a change to a source repository: a pull request, or any two
+// refs.
+type Change struct {
+	// Repo is the source repository, as the syncs name it.
+	Repo string
+	// Base is the branch the change merges into.
+	Base string
+	// Head is what merges: a branch, a full commit SHA the clone holds,
+	// or a ref a forge keeps for a pull request (refs/pull/7/head on
+	// GitHub and Gitea, refs/merge-requests/7/head on GitLab), fetched.
+	Head string
+	// HeadCommit, if set, is the commit the head must be at (a webhook's
+	// word): a head that has moved on since is previewed at this commit
+	// if the clone holds it, refused if not.
+	HeadCommit string
+}
+
+// Options tune a Run.
+type Options struct {
+	// Hydrate are the engine's options: Cache and Registry required, the
+	// sandbox, limits and credentials as the syncs' hydrations have
+	// them. Run makes it a dry run; nothing is written.
+	Hydrate hydrate.Options
+	// BaseDir is what a relative Change.Repo is relative to.
+	BaseDir string
+}
+
+// Report is what a change does to the folders of the syncs that follow
+// its base.
+type Report struct {
+	Repo string `json:"repo"`
+	Base string `json:"base"`
+	Head string `json:"head"`
+	// BaseCommit, HeadCommit and Merge are the commits read: the base's
+	// tip, the head, and the head merged onto the base (what was
+	// rendered).
+	BaseCommit string `json:"baseCommit,omitempty"`
+	HeadCommit string `json:"headCommit,omitempty"`
+	Merge      string `json:"merge,omitempty"`
+	// Unmergeable says why the head cannot be merged onto the base (then
+	// nothing is rendered).
+	Unmergeable string `json:"unmergeable,omitempty"`
+	// Following is how many syncs follow the base: those the change could
+	// reach.
+	Following int `json:"following"`
+	// Syncs are the syncs the change reaches, by destination and folder.
+	Syncs []Sync `json:"syncs,omitempty"`
+}
+
+// Sync is what the change does to one sync's folder.
+type Sync struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	// Repo (without credentials), Branch and Path are the folder's
+	// destination.
+	Repo   string `json:"repo"`
+	Branch string `json:"branch"`
+	Path   string `json:"path"`
+	// Changes count what changes, object by object; nil when nothing
+	// does or the render failed.
+	Changes *hydrate.Changes `json:"changes,omitempty"`
+	// Diff is the folder's diff, no Secret's value in it.
+	Diff string `json:"diff,omitempty"`
+	// Error is why the render failed.
+	Error    string   `json:"error,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Changed reports whether the sync's folder changes.
+func (s Sync) Changed() bool { return !s.Changes.Empty() || s.Diff != "" }
+
+// Failed reports whether the change cannot be merged or a render of it
+// fails: what a required check refuses.
+func (r *Report) Failed() bool {
+	if r.Unmergeable != "" {
+		return true
+	}
+	for _, s := range r.Syncs {
+		if s.Error != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Changed reports whether any folder changes.
+func (r *Report) Changed() bool {
+	for _, s := range r.Syncs {
+		if s.Changed() {
+			return true
+		}
+	}
+	return false
+}
+
+// Counts are the folders that change and the renders that fail.
+func (r *Report) Counts() (changed, failed int) {
+	for _, s := range r.Syncs {
+		switch {
+		case s.Error != "":
+			failed++
+		case s.Changed():
+			changed++
+		}
+	}
+	return changed, failed
+}
+
+// Summary is the report in one line, as a commit status says it:
+// "3 folders change, 1 render fails".
+func (r *Report) Summary() string {
+	if r.Unmergeable != "" {
+		return "cannot be merged onto " + r.Base
+	}
+	changed, failed := r.Counts()
+	var parts []string
+	switch changed {
+	case 0:
+	case 1:
+		parts = append(parts, "1 folder changes")
+	default:
+		parts = append(parts, fmt.Sprintf("%d folders change", changed))
+	}
+	switch failed {
+	case 0:
+	case 1:
+		parts = append(parts, "1 render fails")
+	default:
+		parts = append(parts, fmt.Sprintf("%d renders fail", failed))
+	}
+	if len(parts) == 0 {
+		return "nothing deployable changes"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// clone is one clone of the source repository, and the merge in it.
+type clone struct {
+	repo              *source.Repo
+	base, head, merge source.Commit
+	baseFS, mergeFS   source.FS
+	err               error
+	unmergeable       string
+}
+
+// Run previews ch: it renders each of syncs that follows ch's base and
+// whose inputs ch reaches, at ch's head merged onto its base, and
+// compares with its folder.
+func Run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options) (*Report, error) {
+	loc, err := source.ParseLocation(ch.Repo, o.BaseDir)
+	if err != nil {
+		return nil, fmt.Errorf("the change's repository: %w", err)
+	}
+	if ch.Base == "" || ch.Head == "" {
+		return nil, errors.New("a change names its base branch and its head")
+	}
+	if ch.HeadCommit != "" && !plumbing.IsHash(ch.HeadCommit) {
+		return nil, fmt.Errorf("head commit %q: not a full commit SHA", ch.HeadCommit)
+	}
+	rep := &Report{Repo: source.Redact(loc.Repository()), Base: ch.Base, Head: ch.Head}
+	clones := map[*source.Repo]*clone{}
+	var (
+		following []config.ManifestSync
+		cloneOf   = map[string]*clone{}
+	)
+	for _, ms := range syncs {
+		sl, err := source.ParseLocation(ms.Spec.Source.Repo, ms.Origin.Dir)
+		if err != nil || sl.Repository() != loc.Repository() {
+			continue
+		}
+		ref := ms.Spec.Source.Ref
+		if sl.Ref != "" {
+			ref = sl.Ref
+		}
+		if sl.IsLocal() && ref == "" && !source.IsBare(sl.Path) {
+			continue // a working tree follows no branch
+		}
+		var creds *source.Credentials
+		if o.Hydrate.Credentials != nil {
+			creds, _ = o.Hydrate.Credentials(ms)
+		}
+		repo, err := o.Hydrate.Cache.Open(ctx, sl, source.OpenOptions{Credentials: creds})
+		if err != nil {
+			return nil, fmt.Errorf("ManifestSync %s: source: %w", ms.Name, err)
+		}
+		if ref == "" {
+			ref = repo.DefaultBranch()
+		}
+		if ref != ch.Base && ref != "refs/heads/"+ch.Base {
+			continue
+		}
+		c, ok := clones[repo]
+		if !ok {
+			c = merge(ctx, repo, ch)
+			clones[repo] = c
+		}
+		if c.err != nil {
+			return nil, c.err
+		}
+		following = append(following, ms)
+		cloneOf[key(ms)] = c
+		rep.BaseCommit, rep.HeadCommit = c.base.Hash.String(), c.head.Hash.String()
+		if c.unmergeable != "" {
+			rep.Unmergeable = c.unmergeable
+		} else {
+			rep.Merge = c.merge.Hash.String()
+		}
+	}
+	rep.Following = len(following)
+	if rep.Unmergeable != "" || len(following) == 0 {
+		return rep, nil
+	}
+	if rep.BaseCommit == "" {
+		return rep, nil
+	}
+
+	// Each sync, pointed at the merge: rendered only where the change
+	// reaches its inputs.
+	retargeted := make([]config.ManifestSync, len(following))
+	for i, ms := range following {
+		cp := *ms.ManifestSync
+		cp.Spec = *ms.Spec.DeepCopy()
+		repoURL, _, _ := strings.Cut(cp.Spec.Source.Repo, "?")
+		cp.Spec.Source.Repo, cp.Spec.Source.Ref = repoURL, cloneOf[key(ms)].merge.Hash.String()
+		cp.Spec.Source.Verify = nil // the merge is Sluice's own commit: nobody signed it
+		retargeted[i] = config.ManifestSync{ManifestSync: &cp, Origin: ms.Origin}
+	}
+	reached := map[string]bool{}
+	ho := o.Hydrate
+	ho.DryRun, ho.Force, ho.OutDir, ho.Takeover, ho.Release, ho.Progress = true, false, "", nil, "", nil
+	ho.Only = func(ms config.ManifestSync, prev *v1alpha1.Provenance) bool {
+		c := cloneOf[key(ms)]
+		var touched bool
+		if prev == nil {
+			// A folder not hydrated yet: the change reaches it if it
+			// changes anything under the sync's source path.
+			touched = changedUnder(c, ms.Spec.Source.Path)
+		} else {
+			touched = source.Differ(c.baseFS, c.mergeFS, prev.Inputs)
+		}
+		if touched {
+			reached[key(ms)] = true
+		}
+		return touched
+	}
+	hr, err := hydrate.Run(ctx, retargeted, ho)
+	if err != nil {
+		return nil, err
+	}
+	for i, res := range hr.Results {
+		ms := following[i]
+		if !reached[key(ms)] && res.Err == nil {
+			continue
+		}
+		d := ms.Spec.Destination
+		s := Sync{Name: ms.Name, Namespace: ms.Namespace, Repo: source.Redact(d.Repo), Branch: res.Branch, Path: d.Path,
+			Diff: res.Diff, Warnings: res.Warnings}
+		if s.Branch == "" {
+			s.Branch = d.Branch
+		}
+		if res.Err != nil {
+			s.Error = res.Err.Error()
+		} else if !res.Changes.Empty() {
+			s.Changes = res.Changes
+		}
+		rep.Syncs = append(rep.Syncs, s)
+	}
+	sort.SliceStable(rep.Syncs, func(i, j int) bool {
+		a, b := rep.Syncs[i], rep.Syncs[j]
+		if a.Repo != b.Repo {
+			return a.Repo < b.Repo
+		}
+		if a.Branch != b.Branch {
+			return a.Branch < b.Branch
+		}
+		return a.Path < b.Path
+	})
+	return rep, nil
+}
+
+func key(ms config.ManifestSync) string { return ms.Namespace + "/" + ms.Name }
+
+// merge resolves the change's base and head in a clone and merges them.
+func merge(ctx context.Context, repo *source.Repo, ch Change) *clone {
+	c := &clone{repo: repo}
+	var err error
+	if c.base, err = repo.Resolve(ch.Base); err != nil {
+		c.err = fmt.Errorf("the base: %w", err)
+		return c
+	}
+	head, err := resolveHead(ctx, repo, ch)
+	if err != nil {
+		c.err = fmt.Errorf("the head %s: %w", ch.Head, err)
+		return c
+	}
+	if c.head, err = repo.Resolve(head.String()); err != nil {
+		c.err = fmt.Errorf("the head %s: %w", ch.Head, err)
+		return c
+	}
+	c.merge, err = repo.Merge(c.base.Hash, c.head.Hash)
+	var conflict *source.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		c.unmergeable = conflict.Error()
+		return c
+	case err != nil:
+		c.unmergeable = err.Error()
+		return c
+	}
+	if c.baseFS, err = repo.Tree(c.base); err != nil {
+		c.err = err
+		return c
+	}
+	if c.mergeFS, err = repo.Tree(c.merge); err != nil {
+		c.err = err
+	}
+	return c
+}
+
+// resolveHead finds the head's commit: the one a webhook names, if the
+// clone holds it (fetched by the pull request's ref if need be); else
+// what the head ref names.
+func resolveHead(ctx context.Context, repo *source.Repo, ch Change) (plumbing.Hash, error) {
+	has := func(sha string) bool {
+		_, err := repo.Resolve(sha)
+		return err == nil
+	}
+	fetched := plumbing.ZeroHash
+	var err error
+	switch {
+	case plumbing.IsHash(ch.Head) && len(ch.Head) == 40:
+		if !has(ch.Head) {
+			return plumbing.ZeroHash, errors.New("no such commit in the repository's branches and tags: name the pull request's ref (refs/pull/N/head, refs/merge-requests/N/head)")
+		}
+		fetched = plumbing.NewHash(ch.Head)
+	case strings.HasPrefix(ch.Head, "refs/") && !strings.HasPrefix(ch.Head, "refs/heads/") && !strings.HasPrefix(ch.Head, "refs/tags/"):
+		if fetched, err = repo.FetchRef(ctx, ch.Head); err != nil {
+			return plumbing.ZeroHash, err
+		}
+	default:
+		c, err := repo.Resolve(strings.TrimPrefix(ch.Head, "refs/heads/"))
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		fetched = c.Hash
+	}
+	if ch.HeadCommit == "" || fetched.String() == ch.HeadCommit {
+		return fetched, nil
+	}
+	if has(ch.HeadCommit) {
+		return plumbing.NewHash(ch.HeadCommit), nil
+	}
+	return plumbing.ZeroHash, fmt.Errorf("is at %s, not at %s as the forge said: pushed again meanwhile (the next event previews it)", fetched.String()[:12], ch.HeadCommit[:12])
+}
+
+// changedUnder reports whether the change alters anything under dir.
+func changedUnder(c *clone, dir string) bool {
+	th := func(fs source.FS) string {
+		t, ok := fs.(interface{ TreeHash(string) (string, error) })
+		if !ok {
+			return ""
+		}
+		h, err := t.TreeHash(dir)
+		if err != nil {
+			return "absent"
+		}
+		return h
+	}
+	a, b := th(c.baseFS), th(c.mergeFS)
+	return a == "" || a != b
+}
