@@ -139,7 +139,7 @@ sessions that put the cluster back and hand it to GitOps when they end
 		},
 	}
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "print progress and debug logs to stderr")
-	root.AddCommand(newHydrateCmd(s, g), newRenderCmd(s), newApplyCmd(s), newDiffCmd(s), newRunCmd(s), newBuildCmd(s), newTakeoverCmd(s), newDevCmd(s), newServeCmd(s), newDashboardCmd(s), newSyncKeyCmd(s), newVersionCmd(s))
+	root.AddCommand(newHydrateCmd(s, g), newRenderCmd(s), newApplyCmd(s), newDiffCmd(s), newRunCmd(s), newBuildCmd(s), newTakeoverCmd(s), newDevCmd(s), newServeCmd(s), newDashboardCmd(s), newSyncKeyCmd(s), newPreviewCmd(s), newVersionCmd(s))
 	// The root runs only to say a command is unknown (cobra would return
 	// that as a plain error) or, with no command, to print its help.
 	root.Args = cobra.ArbitraryArgs

@@ -118,3 +118,35 @@ func (s *Set) Repos() []string {
 	}
 	return out
 }
+
+// Named returns the ManifestSyncs of the given names (all when names is
+// empty), in the order they were read; an error names those missing, or
+// says there are none.
+func (s *Set) Named(names []string) ([]ManifestSync, error) {
+	if len(names) == 0 {
+		if len(s.ManifestSyncs) == 0 {
+			return nil, errors.New("no ManifestSync found")
+		}
+		return s.ManifestSyncs, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []ManifestSync
+	for _, ms := range s.ManifestSyncs {
+		if want[ms.Name] {
+			out = append(out, ms)
+			delete(want, ms.Name)
+		}
+	}
+	if len(want) > 0 {
+		missing := make([]string, 0, len(want))
+		for n := range want {
+			missing = append(missing, n)
+		}
+		sort.Strings(missing)
+		return nil, fmt.Errorf("no ManifestSync named %s", strings.Join(missing, ", "))
+	}
+	return out, nil
+}

@@ -12,13 +12,14 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/destination"
 )
 
 // diffFolders is a unified diff from the old folder to the new one, file
 // by file, as `git diff` would show it, with no Secret's value in it
 // (see redact).
-func diffFolders(dir string, old, cur destination.Folder) string {
+func diffFolders(dir string, old, cur destination.Folder, manifestsOnly bool) string {
 	names := map[string]bool{}
 	for n := range old {
 		names[n] = true
@@ -36,7 +37,7 @@ func diffFolders(dir string, old, cur destination.Folder) string {
 	var b strings.Builder
 	for _, n := range sorted {
 		a, c := string(old[n]), string(cur[n])
-		if a == c {
+		if a == c || manifestsOnly && (n == v1alpha1.ProvenanceFile || n == v1alpha1.SourceIgnoreFile) {
 			continue
 		}
 		from, to := "a/"+path.Join(dir, n), "b/"+path.Join(dir, n)

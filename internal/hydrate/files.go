@@ -31,29 +31,9 @@ func RunFiles(ctx context.Context, paths, names []string, o Options) (*Report, e
 	if o.Log != nil {
 		o.Log.Debug("loaded", "syncs", len(set.ManifestSyncs), "elapsed", time.Since(start))
 	}
-	syncs := set.ManifestSyncs
-	if len(names) > 0 {
-		want := map[string]bool{}
-		for _, n := range names {
-			want[n] = true
-		}
-		syncs = nil
-		for _, s := range set.ManifestSyncs {
-			if want[s.Name] {
-				syncs = append(syncs, s)
-				delete(want, s.Name)
-			}
-		}
-		if len(want) > 0 {
-			var missing []string
-			for n := range want {
-				missing = append(missing, n)
-			}
-			return nil, &InvalidError{fmt.Errorf("no ManifestSync named %s in %s", strings.Join(missing, ", "), strings.Join(paths, " "))}
-		}
-	}
-	if len(syncs) == 0 {
-		return nil, &InvalidError{fmt.Errorf("no ManifestSync found in %s", strings.Join(paths, " "))}
+	syncs, err := set.Named(names)
+	if err != nil {
+		return nil, &InvalidError{fmt.Errorf("%w in %s", err, strings.Join(paths, " "))}
 	}
 	return Run(ctx, syncs, o)
 }

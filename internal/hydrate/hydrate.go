@@ -41,6 +41,10 @@ type Options struct {
 	// DryRun renders and compares, and writes nothing: each result carries
 	// the diff of what would change.
 	DryRun bool
+	// ManifestsDiff leaves the provenance record and its .sourceignore
+	// out of a dry run's diffs: the manifests alone, as a reviewer reads
+	// them.
+	ManifestsDiff bool
 	// OutDir writes the folders under this directory (as
 	// OutDir/<branch>/<path>) instead of committing to git.
 	OutDir string

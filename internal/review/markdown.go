@@ -82,6 +82,9 @@ func (r *Report) Markdown(f Format) string {
 	if errs.Len() > 0 {
 		tables.WriteString("\nRenders that fail:\n\n" + errs.String())
 	}
+	for _, n := range r.Notes {
+		tables.WriteString("\n> " + mdEscape(n) + "\n")
+	}
 	top := head.String() + tables.String()
 	footer := ""
 	if f.More != "" {

@@ -20,6 +20,7 @@ import (
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/source"
+	"sluice.dev/sluice/internal/synckey"
 )
 
 // Change is a change to a source repository: a pull request, or any two
@@ -47,6 +48,11 @@ type Options struct {
 	Hydrate hydrate.Options
 	// BaseDir is what a relative Change.Repo is relative to.
 	BaseDir string
+	// Untrusted previews a change from outside (a fork's pull request):
+	// the values charts generate derive from a throwaway key, never from
+	// the sync key, so that no template of the change's can print what
+	// the sync key derives. Without a sync key the same is done.
+	Untrusted bool
 }
 
 // Report is what a change does to the folders of the syncs that follow
@@ -69,6 +75,8 @@ type Report struct {
 	Following int `json:"following"`
 	// Syncs are the syncs the change reaches, by destination and folder.
 	Syncs []Sync `json:"syncs,omitempty"`
+	// Notes say what the preview could not do as a hydration would.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Sync is what the change does to one sync's folder.
@@ -251,7 +259,15 @@ func Run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options)
 	}
 	reached := map[string]bool{}
 	ho := o.Hydrate
-	ho.DryRun, ho.Force, ho.OutDir, ho.Takeover, ho.Release, ho.Progress = true, false, "", nil, "", nil
+	ho.DryRun, ho.ManifestsDiff, ho.Force, ho.OutDir, ho.Takeover, ho.Release, ho.Progress = true, true, false, "", nil, "", nil
+	throwaway := ""
+	if o.Untrusted || ho.SyncKey.IsZero() {
+		ho.SyncKey = synckey.New()
+		throwaway = "no sync key was given"
+		if o.Untrusted {
+			throwaway = "the change comes from outside the repository"
+		}
+	}
 	ho.Only = func(ms config.ManifestSync, prev *v1alpha1.Provenance) bool {
 		c := cloneOf[key(ms)]
 		var touched bool
@@ -288,6 +304,9 @@ func Run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options)
 			s.Changes = res.Changes
 		}
 		rep.Syncs = append(rep.Syncs, s)
+		if throwaway != "" && len(res.Generated) > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: the values its chart generates (passwords, keys, certificates) show as changed: %s, so they derive from a throwaway key, not from the sync key.", ms.Name, throwaway))
+		}
 	}
 	sort.SliceStable(rep.Syncs, func(i, j int) bool {
 		a, b := rep.Syncs[i], rep.Syncs[j]
@@ -300,6 +319,49 @@ func Run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options)
 		return a.Path < b.Path
 	})
 	return rep, nil
+}
+
+// InvalidError is returned by RunFiles when the resources do not load:
+// nothing ran.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// RunFiles previews ch for the ManifestSyncs in the given files and
+// directories, those named (all when names is empty). An empty ch.Repo
+// is the one source repository the syncs read, if they read one.
+func RunFiles(ctx context.Context, paths, names []string, ch Change, o Options) (*Report, error) {
+	set, err := config.Load(paths...)
+	if err != nil {
+		return nil, &InvalidError{err}
+	}
+	syncs, err := set.Named(names)
+	if err != nil {
+		return nil, &InvalidError{fmt.Errorf("%w in %s", err, strings.Join(paths, " "))}
+	}
+	o.Hydrate.Cache.Trust(set.Repos()...)
+	if ch.Repo == "" {
+		repos := map[string]string{}
+		for _, ms := range syncs {
+			if loc, err := source.ParseLocation(ms.Spec.Source.Repo, ms.Origin.Dir); err == nil {
+				repos[loc.Repository()] = ms.Spec.Source.Repo
+				o.BaseDir = ms.Origin.Dir
+			}
+		}
+		if len(repos) != 1 {
+			var all []string
+			for r := range repos {
+				all = append(all, source.Redact(r))
+			}
+			sort.Strings(all)
+			return nil, &InvalidError{fmt.Errorf("the syncs read %d repositories (%s): name the one the change is to", len(repos), strings.Join(all, ", "))}
+		}
+		for _, r := range repos {
+			ch.Repo, _, _ = strings.Cut(r, "?")
+		}
+	}
+	return Run(ctx, syncs, ch, o)
 }
 
 func key(ms config.ManifestSync) string { return ms.Namespace + "/" + ms.Name }

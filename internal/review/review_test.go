@@ -224,6 +224,9 @@ func TestAPullRequestReachesTheSyncsThatReadWhatItChanges(t *testing.T) {
 	if s.Changes == nil || !slices.Equal(s.Changes.Changed, []string{"Deployment.apps dev/web"}) || len(s.Changes.Added)+len(s.Changes.Removed)+len(s.Changes.Repinned) != 0 {
 		t.Errorf("changes %+v, want Deployment.apps dev/web changed alone", s.Changes)
 	}
+	if strings.Contains(s.Diff, ".sluice.yaml") {
+		t.Errorf("the diff shows the provenance record, no manifest:\n%s", s.Diff)
+	}
 	if !strings.Contains(s.Diff, "-  replicas: 2") || !strings.Contains(s.Diff, "+  replicas: 3") || s.Branch != "env/dev" || s.Path != "apps/web" {
 		t.Errorf("sync %+v", s)
 	}
