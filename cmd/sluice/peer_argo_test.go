@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"sluice.dev/sluice/internal/testenv"
 )
 
