@@ -69,6 +69,22 @@ var ErrNoCredentials = errors.New("no credentials for the forge's API: give the 
 // For is the forge of kind (v1alpha1.Forge*, or "" to tell from the
 // host) holding the repository at repoURL (https or http on loopback).
 func For(kind, repoURL string, c Credentials) (Forge, error) {
+	return open(kind, repoURL, c)
+}
+
+// ReviewerFor is the forge of kind holding the source repository at
+// repoURL, for the comments and statuses of its pull requests.
+func ReviewerFor(kind, repoURL string, c Credentials) (Reviewer, error) {
+	return open(kind, repoURL, c)
+}
+
+// adapter is what each forge's adapter is.
+type adapter interface {
+	Forge
+	Reviewer
+}
+
+func open(kind, repoURL string, c Credentials) (adapter, error) {
 	if kind == "" {
 		kind = v1alpha1.ForgeOf(repoURL)
 	}

@@ -16,6 +16,7 @@ import (
 
 // gitea speaks Gitea's (and Forgejo's) REST API, /api/v1.
 type gitea struct {
+	root        string // https://host/api/v1
 	api         string // https://host/api/v1/repos/OWNER/REPO
 	c           Credentials
 	http        *http.Client
@@ -25,7 +26,8 @@ type gitea struct {
 func newGitea(u *url.URL, owner, repo string, c Credentials) *gitea {
 	base := *u
 	base.Path = ""
-	return &gitea{api: strings.TrimSuffix(base.String(), "/") + "/api/v1/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(repo),
+	root := strings.TrimSuffix(base.String(), "/") + "/api/v1"
+	return &gitea{root: root, api: root + "/repos/" + url.PathEscape(owner) + "/" + url.PathEscape(repo),
 		c: c, http: apiClient(), owner: owner, repo: repo}
 }
 
@@ -65,7 +67,11 @@ func (g *gitea) do(ctx context.Context, method, path string, in, out any) error 
 		}
 		body = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, g.api+path, body)
+	target := g.api + path
+	if strings.HasPrefix(path, "//") { // the API's root, not the repository's
+		target = g.root + path[1:]
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
 	if err != nil {
 		return err
 	}
@@ -189,4 +195,45 @@ func (g *gitea) Edit(ctx context.Context, number int, title, body string) error 
 
 func (g *gitea) Close(ctx context.Context, number int) error {
 	return g.do(ctx, http.MethodPatch, fmt.Sprintf("/pulls/%d", number), map[string]any{"state": "closed"}, nil)
+}
+
+type giteaComment struct {
+	ID      int64  `json:"id"`
+	Body    string `json:"body"`
+	HTMLURL string `json:"html_url"`
+	User    struct {
+		Login string `json:"login"`
+	} `json:"user"`
+}
+
+func (g *gitea) Comment(ctx context.Context, number int, marker, body string) (string, error) {
+	var me struct {
+		Login string `json:"login"`
+	}
+	if err := g.do(ctx, http.MethodGet, "//user", nil, &me); err != nil {
+		return "", err
+	}
+	var comments []giteaComment
+	if err := g.do(ctx, http.MethodGet, fmt.Sprintf("/issues/%d/comments", number), nil, &comments); err != nil {
+		return "", err
+	}
+	for _, c := range comments {
+		if c.User.Login == me.Login && strings.HasPrefix(c.Body, marker) {
+			var edited giteaComment
+			if err := g.do(ctx, http.MethodPatch, fmt.Sprintf("/issues/comments/%d", c.ID), map[string]string{"body": body}, &edited); err != nil {
+				return "", err
+			}
+			return edited.HTMLURL, nil
+		}
+	}
+	var made giteaComment
+	if err := g.do(ctx, http.MethodPost, fmt.Sprintf("/issues/%d/comments", number), map[string]string{"body": body}, &made); err != nil {
+		return "", err
+	}
+	return made.HTMLURL, nil
+}
+
+func (g *gitea) Status(ctx context.Context, sha string, s Status) error {
+	return g.do(ctx, http.MethodPost, "/statuses/"+url.PathEscape(sha), map[string]string{
+		"state": s.State, "context": s.Context, "description": s.description(), "target_url": s.TargetURL}, nil)
 }

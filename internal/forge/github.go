@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/google/go-github/v75/github"
 
@@ -128,4 +129,50 @@ func (g *gitHub) Edit(ctx context.Context, number int, title, body string) error
 func (g *gitHub) Close(ctx context.Context, number int) error {
 	_, _, err := g.c.PullRequests.Edit(ctx, g.owner, g.repo, number, &github.PullRequest{State: github.Ptr("closed")})
 	return err
+}
+
+func (g *gitHub) Comment(ctx context.Context, number int, marker, body string) (string, error) {
+	// An installation token (a GitHub App's) has no user: its comments
+	// are a bot's, and the marker tells Sluice's.
+	me := ""
+	if u, _, err := g.c.Users.Get(ctx, ""); err == nil {
+		me = u.GetLogin()
+	}
+	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
+	for page := 0; page < 50; page++ {
+		comments, resp, err := g.c.Issues.ListComments(ctx, g.owner, g.repo, number, opts)
+		if err != nil {
+			return "", fmt.Errorf("github %s/%s: listing the comments of #%d: %w", g.owner, g.repo, number, err)
+		}
+		for _, c := range comments {
+			mine := me != "" && c.GetUser().GetLogin() == me || me == "" && c.GetUser().GetType() == "Bot"
+			if mine && strings.HasPrefix(c.GetBody(), marker) {
+				edited, _, err := g.c.Issues.EditComment(ctx, g.owner, g.repo, c.GetID(), &github.IssueComment{Body: &body})
+				if err != nil {
+					return "", fmt.Errorf("github %s/%s: editing comment %d: %w", g.owner, g.repo, c.GetID(), err)
+				}
+				return edited.GetHTMLURL(), nil
+			}
+		}
+		if resp == nil || resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	made, _, err := g.c.Issues.CreateComment(ctx, g.owner, g.repo, number, &github.IssueComment{Body: &body})
+	if err != nil {
+		return "", fmt.Errorf("github %s/%s: commenting on #%d: %w", g.owner, g.repo, number, err)
+	}
+	return made.GetHTMLURL(), nil
+}
+
+func (g *gitHub) Status(ctx context.Context, sha string, s Status) error {
+	st := &github.RepoStatus{State: &s.State, Context: &s.Context, Description: github.Ptr(s.description())}
+	if s.TargetURL != "" {
+		st.TargetURL = &s.TargetURL
+	}
+	if _, _, err := g.c.Repositories.CreateStatus(ctx, g.owner, g.repo, sha, st); err != nil {
+		return fmt.Errorf("github %s/%s: setting the status of %s: %w", g.owner, g.repo, sha, err)
+	}
+	return nil
 }

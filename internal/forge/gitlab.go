@@ -96,3 +96,61 @@ func (g *gitLab) Close(ctx context.Context, number int) error {
 	_, _, err := g.c.MergeRequests.UpdateMergeRequest(g.project, int64(number), &gitlab.UpdateMergeRequestOptions{StateEvent: gitlab.Ptr("close")}, gitlab.WithContext(ctx))
 	return err
 }
+
+func (g *gitLab) Comment(ctx context.Context, number int, marker, body string) (string, error) {
+	// Project and group access tokens are bot users of their own: the
+	// current user is the token's, whatever its kind.
+	me, _, err := g.c.Users.CurrentUser(gitlab.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("gitlab %s: who the token is: %w", g.project, err)
+	}
+	iid := int64(number)
+	opts := &gitlab.ListMergeRequestNotesOptions{ListOptions: gitlab.ListOptions{PerPage: 100}}
+	for page := 0; page < 50; page++ {
+		notes, resp, err := g.c.Notes.ListMergeRequestNotes(g.project, iid, opts, gitlab.WithContext(ctx))
+		if err != nil {
+			return "", fmt.Errorf("gitlab %s: listing the notes of !%d: %w", g.project, number, err)
+		}
+		for _, n := range notes {
+			if n.Author.ID == me.ID && strings.HasPrefix(n.Body, marker) {
+				if _, _, err := g.c.Notes.UpdateMergeRequestNote(g.project, iid, n.ID, &gitlab.UpdateMergeRequestNoteOptions{Body: &body}, gitlab.WithContext(ctx)); err != nil {
+					return "", fmt.Errorf("gitlab %s: editing note %d of !%d: %w", g.project, n.ID, number, err)
+				}
+				return g.noteURL(ctx, iid, n.ID), nil
+			}
+		}
+		if resp == nil || resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	n, _, err := g.c.Notes.CreateMergeRequestNote(g.project, iid, &gitlab.CreateMergeRequestNoteOptions{Body: &body}, gitlab.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("gitlab %s: commenting on !%d: %w", g.project, number, err)
+	}
+	return g.noteURL(ctx, iid, n.ID), nil
+}
+
+// noteURL is where a merge request's note is shown.
+func (g *gitLab) noteURL(ctx context.Context, iid, note int64) string {
+	mr, _, err := g.c.MergeRequests.GetMergeRequest(g.project, iid, nil, gitlab.WithContext(ctx))
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s#note_%d", mr.WebURL, note)
+}
+
+func (g *gitLab) Status(ctx context.Context, sha string, s Status) error {
+	state := gitlab.BuildStateValue(s.State)
+	if s.State == StateFailure || s.State == StateError {
+		state = gitlab.Failed
+	}
+	o := &gitlab.SetCommitStatusOptions{State: state, Name: &s.Context, Description: gitlab.Ptr(s.description())}
+	if s.TargetURL != "" {
+		o.TargetURL = &s.TargetURL
+	}
+	if _, _, err := g.c.Commits.SetCommitStatus(g.project, sha, o, gitlab.WithContext(ctx)); err != nil {
+		return fmt.Errorf("gitlab %s: setting the status of %s: %w", g.project, sha, err)
+	}
+	return nil
+}

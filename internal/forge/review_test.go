@@ -1,0 +1,101 @@
+package forge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/testenv"
+)
+
+// On a real Gitea: Sluice's comment on a pull request is one, edited in
+// place at each push; a comment of someone else's that opens with the
+// same marker is left alone; the commit status lands on the head.
+func TestAReviewerKeepsOneCommentAndSetsTheStatusOnGitea(t *testing.T) {
+	ctx := context.Background()
+	g := testenv.StartGitea(t)
+	clone := g.CreateRepo(t, "src")
+	w := testenv.NewWork(t, g.PushURL(clone))
+	w.Write(map[string]string{"a.yaml": "a: 1\n"}).Commit("one")
+	w.Push("main")
+	testenv.Git(t, w.Dir, "checkout", "-q", "-b", "change")
+	head := w.Write(map[string]string{"a.yaml": "a: 2\n"}).Commit("two")
+	w.Push("change")
+	var pr struct {
+		Number int `json:"number"`
+	}
+	g.API(t, http.MethodPost, "repos/"+g.User+"/src/pulls", map[string]any{"head": "change", "base": "main", "title": "a is 2"}, &pr)
+
+	// Someone else's comment with Sluice's marker, to lure it.
+	g.API(t, http.MethodPost, "admin/users", map[string]any{"username": "mallory", "email": "m@example.com", "password": "Mallory-test-1", "must_change_password": false}, nil)
+	asMallory(t, g, http.MethodPost, fmt.Sprintf("repos/%s/src/issues/%d/comments", g.User, pr.Number), map[string]string{"body": "<!-- m -->\nnot Sluice's"})
+
+	r, err := ReviewerFor(v1alpha1.ForgeGitea, clone, Credentials{Username: g.User, Password: g.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.Comment(ctx, pr.Number, "<!-- m -->", "<!-- m -->\nfirst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.Comment(ctx, pr.Number, "<!-- m -->", "<!-- m -->\nsecond")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first == "" || again != first {
+		t.Errorf("the second comment is at %q, the first at %q: one comment, edited, is wanted", again, first)
+	}
+	var comments []struct {
+		Body string `json:"body"`
+		User struct {
+			Login string `json:"login"`
+		} `json:"user"`
+	}
+	g.API(t, http.MethodGet, fmt.Sprintf("repos/%s/src/issues/%d/comments", g.User, pr.Number), nil, &comments)
+	var bodies []string
+	for _, c := range comments {
+		bodies = append(bodies, c.User.Login+": "+c.Body)
+	}
+	if want := []string{"mallory: <!-- m -->\nnot Sluice's", g.User + ": <!-- m -->\nsecond"}; strings.Join(bodies, "|") != strings.Join(want, "|") {
+		t.Errorf("comments %q, want %q", bodies, want)
+	}
+
+	long := strings.Repeat("é", 200)
+	if err := r.Status(ctx, head, Status{Context: "sluice/preview", State: StateFailure, Description: long, TargetURL: "http://example.com/pr/1"}); err != nil {
+		t.Fatal(err)
+	}
+	var statuses []struct {
+		Context     string `json:"context"`
+		Status      string `json:"status"`
+		Description string `json:"description"`
+		TargetURL   string `json:"target_url"`
+	}
+	g.API(t, http.MethodGet, fmt.Sprintf("repos/%s/src/commits/%s/statuses", g.User, head), nil, &statuses)
+	if len(statuses) != 1 || statuses[0].Context != "sluice/preview" || statuses[0].Status != "failure" || statuses[0].TargetURL != "http://example.com/pr/1" || len([]rune(statuses[0].Description)) != maxDescription {
+		t.Errorf("statuses %+v", statuses)
+	}
+}
+
+func asMallory(t *testing.T, g *testenv.Gitea, method, path string, body any) {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	req, err := http.NewRequest(method, g.URL+"api/v1/"+path, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("mallory", "Mallory-test-1")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("mallory %s %s: %s", method, path, resp.Status)
+	}
+}
