@@ -23,6 +23,9 @@ type previewFlags struct {
 	output     string
 	limit      int
 	more       string
+	pull       int
+	forge      string
+	targetURL  string
 }
 
 func newPreviewCmd(s Streams) *cobra.Command {
@@ -42,10 +45,17 @@ HEAD is a branch, a commit SHA the repository's branches hold, or the
 ref a forge keeps for a pull request (refs/pull/N/head on GitHub and
 Gitea, refs/merge-requests/N/head on GitLab), which reaches a fork's.
 
+With --pull N the preview is also posted on pull request N: one comment
+Sluice keeps there, edited at each run, and the commit status
+sluice/preview on the head, failing when a render fails, which branch
+protection can require.
+
 Exit codes: 0 nothing deployable changes, 1 some folder changes, 2 a
-render fails, the head cannot be merged, or invalid input.`,
+render fails, the head cannot be merged, posting failed, or invalid
+input.`,
 		Example: `  sluice preview -f syncs/ --base main --head feature
-  sluice preview -f syncs/ --base main --head refs/pull/42/head --untrusted --limit 65536`,
+  sluice preview -f syncs/ --base main --head refs/pull/42/head --untrusted --limit 65536
+  SLUICE_GIT_TOKEN=$TOKEN sluice preview -f syncs/ --base main --head refs/pull/42/head --pull 42`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(f.files) == 0 {
@@ -64,8 +74,16 @@ render fails, the head cannot be merged, or invalid input.`,
 			defer closeSandbox(ho.Sandbox)
 			ho.Log = slog.Default()
 			ch := review.Change{Repo: f.repo, Base: f.base, Head: f.head, HeadCommit: f.headCommit}
-			rep, err := review.RunFiles(cmd.Context(), f.files, f.syncs, ch, review.Options{Hydrate: ho, Untrusted: f.untrusted})
-			if err != nil {
+			format := review.Format{Limit: f.limit, More: f.more}
+			o := review.Options{Hydrate: ho, Untrusted: f.untrusted}
+			if f.pull > 0 {
+				o.Post = &review.Post{Forge: f.forge, Number: f.pull, Format: format, TargetURL: f.targetURL}
+				if o.Post.Format.Limit == 0 {
+					o.Post.Format.Limit = review.GitHubLimit // the smallest of the forges'
+				}
+			}
+			rep, err := review.RunFiles(cmd.Context(), f.files, f.syncs, ch, o)
+			if rep == nil && err != nil {
 				return exit(2, err)
 			}
 			if f.output == "json" {
@@ -75,9 +93,11 @@ render fails, the head cannot be merged, or invalid input.`,
 					return err
 				}
 			} else {
-				fmt.Fprint(s.Out, rep.Markdown(review.Format{Limit: f.limit, More: f.more}))
+				fmt.Fprint(s.Out, rep.Markdown(format))
 			}
 			switch {
+			case err != nil:
+				return exit(2, err) // printed, not posted
 			case rep.Failed():
 				return exit(2, errors.New(rep.Summary()))
 			case rep.Changed():
@@ -96,6 +116,9 @@ render fails, the head cannot be merged, or invalid input.`,
 	fl.BoolVar(&f.untrusted, "untrusted", false, "the change comes from outside (a fork): generated values derive from a throwaway key, never the sync key")
 	fl.StringVarP(&f.output, "output", "o", "markdown", "output format: markdown or json")
 	fl.IntVar(&f.limit, "limit", 0, "the most characters of Markdown, cut at a line with where to read the rest (GitHub comments: 65536; 0: no limit)")
+	fl.IntVar(&f.pull, "pull", 0, "post the preview on this pull (merge) request of the source repository: one comment, edited at each run, and the commit status "+review.StatusContext+" on its head (the API token: $SLUICE_GIT_TOKEN)")
+	fl.StringVar(&f.forge, "forge", "", "the source repository's forge for --pull: github, gitlab or gitea (default: told from the host)")
+	fl.StringVar(&f.targetURL, "target-url", "", "what the commit status links to (a CI job's page; default: the comment)")
 	fl.StringVar(&f.more, "more", "", "where to read what a cut leaves out (a CI job's log), said where the Markdown is cut")
 	f.engine.addCache(fl)
 	fl.StringVar(&f.engine.syncKey, "sync-key", "", "the sync key file (default: $SLUICE_SYNC_KEY); without one, generated values derive from a throwaway key and show as changed")

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"sluice.dev/sluice/api/v1alpha1"
 )
@@ -96,7 +97,8 @@ func (g *gitea) do(ctx context.Context, method, path string, in, out any) error 
 		if json.Unmarshal(data, &e) == nil && e.Message != "" {
 			msg = e.Message
 		}
-		return fmt.Errorf("gitea %s %s: %s: %s", method, g.api+path, resp.Status, msg)
+		err := fmt.Errorf("gitea %s %s: %s: %s", method, target, resp.Status, msg)
+		return explain(v1alpha1.ForgeGitea, resp.StatusCode, retryAfter(resp, time.Now()), err)
 	}
 	if out != nil && len(data) > 0 {
 		return json.Unmarshal(data, out)

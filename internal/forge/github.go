@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v75/github"
 
@@ -57,7 +59,7 @@ func (g *gitHub) Find(ctx context.Context, head, base string) (*PullRequest, err
 	prs, _, err := g.c.PullRequests.List(ctx, g.owner, g.repo, &github.PullRequestListOptions{
 		State: "all", Head: g.owner + ":" + head, Base: base, Sort: "created", Direction: "desc"})
 	if err != nil {
-		return nil, fmt.Errorf("github %s/%s: listing pull requests: %w", g.owner, g.repo, err)
+		return nil, fmt.Errorf("github %s/%s: listing pull requests: %w", g.owner, g.repo, g.explained(err))
 	}
 	if len(prs) == 0 {
 		return nil, nil
@@ -68,7 +70,7 @@ func (g *gitHub) Find(ctx context.Context, head, base string) (*PullRequest, err
 func (g *gitHub) Open(ctx context.Context, n New) (*PullRequest, error) {
 	p, _, err := g.c.PullRequests.Create(ctx, g.owner, g.repo, &github.NewPullRequest{Title: &n.Title, Body: &n.Body, Head: &n.Head, Base: &n.Base, Draft: &n.Draft})
 	if err != nil {
-		return nil, fmt.Errorf("github %s/%s: opening a pull request: %w", g.owner, g.repo, err)
+		return nil, fmt.Errorf("github %s/%s: opening a pull request: %w", g.owner, g.repo, g.explained(err))
 	}
 	pr := g.out(p)
 	if len(n.Labels) > 0 {
@@ -142,14 +144,14 @@ func (g *gitHub) Comment(ctx context.Context, number int, marker, body string) (
 	for page := 0; page < 50; page++ {
 		comments, resp, err := g.c.Issues.ListComments(ctx, g.owner, g.repo, number, opts)
 		if err != nil {
-			return "", fmt.Errorf("github %s/%s: listing the comments of #%d: %w", g.owner, g.repo, number, err)
+			return "", fmt.Errorf("github %s/%s: listing the comments of #%d: %w", g.owner, g.repo, number, g.explained(err))
 		}
 		for _, c := range comments {
 			mine := me != "" && c.GetUser().GetLogin() == me || me == "" && c.GetUser().GetType() == "Bot"
 			if mine && strings.HasPrefix(c.GetBody(), marker) {
 				edited, _, err := g.c.Issues.EditComment(ctx, g.owner, g.repo, c.GetID(), &github.IssueComment{Body: &body})
 				if err != nil {
-					return "", fmt.Errorf("github %s/%s: editing comment %d: %w", g.owner, g.repo, c.GetID(), err)
+					return "", fmt.Errorf("github %s/%s: editing comment %d: %w", g.owner, g.repo, c.GetID(), g.explained(err))
 				}
 				return edited.GetHTMLURL(), nil
 			}
@@ -161,7 +163,7 @@ func (g *gitHub) Comment(ctx context.Context, number int, marker, body string) (
 	}
 	made, _, err := g.c.Issues.CreateComment(ctx, g.owner, g.repo, number, &github.IssueComment{Body: &body})
 	if err != nil {
-		return "", fmt.Errorf("github %s/%s: commenting on #%d: %w", g.owner, g.repo, number, err)
+		return "", fmt.Errorf("github %s/%s: commenting on #%d: %w", g.owner, g.repo, number, g.explained(err))
 	}
 	return made.GetHTMLURL(), nil
 }
@@ -172,7 +174,28 @@ func (g *gitHub) Status(ctx context.Context, sha string, s Status) error {
 		st.TargetURL = &s.TargetURL
 	}
 	if _, _, err := g.c.Repositories.CreateStatus(ctx, g.owner, g.repo, sha, st); err != nil {
-		return fmt.Errorf("github %s/%s: setting the status of %s: %w", g.owner, g.repo, sha, err)
+		return fmt.Errorf("github %s/%s: setting the status of %s: %w", g.owner, g.repo, sha, g.explained(err))
 	}
 	return nil
+}
+
+// explained is an error of the GitHub client with what to grant, or when
+// to come back.
+func (g *gitHub) explained(err error) error {
+	var rl *github.RateLimitError
+	var abuse *github.AbuseRateLimitError
+	var e *github.ErrorResponse
+	switch {
+	case errors.As(err, &rl):
+		return &RateLimitedError{Until: rl.Rate.Reset.Time, Err: err}
+	case errors.As(err, &abuse):
+		until := time.Now().Add(time.Minute)
+		if abuse.RetryAfter != nil {
+			until = time.Now().Add(*abuse.RetryAfter)
+		}
+		return &RateLimitedError{Until: until, Err: err}
+	case errors.As(err, &e) && e.Response != nil:
+		return explain(v1alpha1.ForgeGitHub, e.Response.StatusCode, retryAfter(e.Response, time.Now()), err)
+	}
+	return err
 }

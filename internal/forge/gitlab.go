@@ -2,9 +2,11 @@ package forge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	gitlab "gitlab.com/gitlab-org/api/client-go/v2"
 
@@ -34,7 +36,7 @@ func (g *gitLab) Find(ctx context.Context, head, base string) (*PullRequest, err
 		SourceBranch: &head, TargetBranch: &base, OrderBy: gitlab.Ptr("created_at"), Sort: gitlab.Ptr("desc"),
 	}, gitlab.WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("gitlab %s: listing merge requests: %w", g.project, err)
+		return nil, fmt.Errorf("gitlab %s: listing merge requests: %w", g.project, g.explained(err))
 	}
 	if len(mrs) == 0 {
 		return nil, nil
@@ -102,19 +104,19 @@ func (g *gitLab) Comment(ctx context.Context, number int, marker, body string) (
 	// current user is the token's, whatever its kind.
 	me, _, err := g.c.Users.CurrentUser(gitlab.WithContext(ctx))
 	if err != nil {
-		return "", fmt.Errorf("gitlab %s: who the token is: %w", g.project, err)
+		return "", fmt.Errorf("gitlab %s: who the token is: %w", g.project, g.explained(err))
 	}
 	iid := int64(number)
 	opts := &gitlab.ListMergeRequestNotesOptions{ListOptions: gitlab.ListOptions{PerPage: 100}}
 	for page := 0; page < 50; page++ {
 		notes, resp, err := g.c.Notes.ListMergeRequestNotes(g.project, iid, opts, gitlab.WithContext(ctx))
 		if err != nil {
-			return "", fmt.Errorf("gitlab %s: listing the notes of !%d: %w", g.project, number, err)
+			return "", fmt.Errorf("gitlab %s: listing the notes of !%d: %w", g.project, number, g.explained(err))
 		}
 		for _, n := range notes {
 			if n.Author.ID == me.ID && strings.HasPrefix(n.Body, marker) {
 				if _, _, err := g.c.Notes.UpdateMergeRequestNote(g.project, iid, n.ID, &gitlab.UpdateMergeRequestNoteOptions{Body: &body}, gitlab.WithContext(ctx)); err != nil {
-					return "", fmt.Errorf("gitlab %s: editing note %d of !%d: %w", g.project, n.ID, number, err)
+					return "", fmt.Errorf("gitlab %s: editing note %d of !%d: %w", g.project, n.ID, number, g.explained(err))
 				}
 				return g.noteURL(ctx, iid, n.ID), nil
 			}
@@ -126,7 +128,7 @@ func (g *gitLab) Comment(ctx context.Context, number int, marker, body string) (
 	}
 	n, _, err := g.c.Notes.CreateMergeRequestNote(g.project, iid, &gitlab.CreateMergeRequestNoteOptions{Body: &body}, gitlab.WithContext(ctx))
 	if err != nil {
-		return "", fmt.Errorf("gitlab %s: commenting on !%d: %w", g.project, number, err)
+		return "", fmt.Errorf("gitlab %s: commenting on !%d: %w", g.project, number, g.explained(err))
 	}
 	return g.noteURL(ctx, iid, n.ID), nil
 }
@@ -150,7 +152,17 @@ func (g *gitLab) Status(ctx context.Context, sha string, s Status) error {
 		o.TargetURL = &s.TargetURL
 	}
 	if _, _, err := g.c.Commits.SetCommitStatus(g.project, sha, o, gitlab.WithContext(ctx)); err != nil {
-		return fmt.Errorf("gitlab %s: setting the status of %s: %w", g.project, sha, err)
+		return fmt.Errorf("gitlab %s: setting the status of %s: %w", g.project, sha, g.explained(err))
 	}
 	return nil
+}
+
+// explained is an error of the GitLab client with what to grant, or when
+// to come back.
+func (g *gitLab) explained(err error) error {
+	var e *gitlab.ErrorResponse
+	if errors.As(err, &e) && e.Response != nil {
+		return explain(v1alpha1.ForgeGitLab, e.Response.StatusCode, retryAfter(e.Response, time.Now()), err)
+	}
+	return err
 }

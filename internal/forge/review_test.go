@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/testenv"
@@ -97,5 +99,43 @@ func asMallory(t *testing.T, g *testenv.Gitea, method, path string, body any) {
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		t.Fatalf("mallory %s %s: %s", method, path, resp.Status)
+	}
+}
+
+// A rate-limited answer is waited out, never retried at once: the time
+// comes from the headers GitHub documents (Retry-After, then
+// X-RateLimit-Remaining and X-RateLimit-Reset); a refusal says what to
+// grant.
+func TestRateLimitsAndRefusalsAreSaid(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	resp := func(code int, h ...string) *http.Response {
+		r := &http.Response{StatusCode: code, Header: http.Header{}}
+		for i := 0; i < len(h); i += 2 {
+			r.Header.Set(h[i], h[i+1])
+		}
+		return r
+	}
+	for _, c := range []struct {
+		resp *http.Response
+		want time.Time
+	}{
+		{resp(http.StatusForbidden, "Retry-After", "30"), now.Add(30 * time.Second)},
+		{resp(http.StatusTooManyRequests, "Retry-After", "Wed, 15 Jan 2027 08:00:00 GMT"), time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)},
+		{resp(http.StatusForbidden, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800000600"), time.Unix(1_800_000_600, 0)},
+		{resp(http.StatusForbidden, "X-RateLimit-Remaining", "12", "X-RateLimit-Reset", "1800000600"), time.Time{}},
+		{resp(http.StatusTooManyRequests), now.Add(time.Minute)},
+		{resp(http.StatusInternalServerError, "Retry-After", "30"), time.Time{}},
+	} {
+		if got := retryAfter(c.resp, now); !got.Equal(c.want) {
+			t.Errorf("%d %v: retry after %v, want %v", c.resp.StatusCode, c.resp.Header, got, c.want)
+		}
+	}
+	err := explain(v1alpha1.ForgeGitLab, http.StatusForbidden, time.Time{}, errors.New("403 Forbidden"))
+	if !strings.Contains(err.Error(), "api scope") {
+		t.Errorf("a refusal: %v", err)
+	}
+	var rl *RateLimitedError
+	if err := explain(v1alpha1.ForgeGitHub, http.StatusForbidden, now, errors.New("403")); !errors.As(err, &rl) || !rl.Until.Equal(now) {
+		t.Errorf("a rate limit: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/forge"
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/source"
 	"sluice.dev/sluice/internal/synckey"
@@ -48,11 +49,31 @@ type Options struct {
 	Hydrate hydrate.Options
 	// BaseDir is what a relative Change.Repo is relative to.
 	BaseDir string
+	// Post, if set, posts the preview on the pull request: a pending
+	// status on its head first, then the comment and the final status.
+	Post *Post
 	// Untrusted previews a change from outside (a fork's pull request):
 	// the values charts generate derive from a throwaway key, never from
 	// the sync key, so that no template of the change's can print what
 	// the sync key derives. Without a sync key the same is done.
 	Untrusted bool
+}
+
+// Post is where a preview is posted.
+type Post struct {
+	// Forge is the forge's kind (v1alpha1.Forge*; "" tells it from the
+	// host).
+	Forge string
+	// Number is the pull request's.
+	Number int
+	// Credentials reach the forge's API; empty: those the source
+	// repository is read with.
+	Credentials forge.Credentials
+	// Format is the comment's: the forge's limit, where to read the rest.
+	Format Format
+	// TargetURL, if set, is what the status links to (the dashboard's
+	// page of the pull request); the default is the comment.
+	TargetURL string
 }
 
 // Report is what a change does to the folders of the syncs that follow
@@ -179,6 +200,42 @@ type clone struct {
 // whose inputs ch reaches, at ch's head merged onto its base, and
 // compares with its folder.
 func Run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options) (*Report, error) {
+	if o.Post == nil {
+		return run(ctx, syncs, ch, o, nil)
+	}
+	var reviewer forge.Reviewer
+	pending := func(repo *source.Repo, head plumbing.Hash) error {
+		c := o.Post.Credentials
+		if c.Password == "" {
+			c.Username, c.Password = repo.APICredentials()
+		}
+		loc := repo.Location()
+		r, err := forge.ReviewerFor(o.Post.Forge, loc.URL, c)
+		if err != nil {
+			return fmt.Errorf("posting on pull request %d: %w", o.Post.Number, err)
+		}
+		reviewer = r
+		ch.HeadCommit = head.String()
+		return Pending(ctx, r, head.String(), o.Post.TargetURL)
+	}
+	rep, err := run(ctx, syncs, ch, o, pending)
+	if err != nil {
+		if reviewer != nil && rep == nil {
+			// No pending status left behind: the check says it failed.
+			_ = reviewer.Status(ctx, ch.HeadCommit, forge.Status{Context: StatusContext, State: forge.StateError, Description: "the preview failed: " + err.Error(), TargetURL: o.Post.TargetURL})
+		}
+		return rep, err
+	}
+	if reviewer == nil {
+		return rep, nil // no sync follows the base: nothing to say
+	}
+	_, err = Publish(ctx, reviewer, o.Post.Number, rep, o.Post.Format, o.Post.TargetURL)
+	return rep, err
+}
+
+// run is Run; pending, if set, is told the head of the first clone
+// merged, before anything renders.
+func run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options, pending func(*source.Repo, plumbing.Hash) error) (*Report, error) {
 	loc, err := source.ParseLocation(ch.Repo, o.BaseDir)
 	if err != nil {
 		return nil, fmt.Errorf("the change's repository: %w", err)
@@ -225,6 +282,11 @@ func Run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options)
 		if !ok {
 			c = merge(ctx, repo, ch)
 			clones[repo] = c
+			if c.err == nil && pending != nil && len(clones) == 1 {
+				if err := pending(repo, c.head.Hash); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if c.err != nil {
 			return nil, c.err
