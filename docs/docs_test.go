@@ -296,7 +296,8 @@ func TestTheCICommandsParse(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	// What a CI system fills in: GitHub's ${{ ... }}, Tekton's $(...).
+	// What a CI system fills in: GitHub's ${{ ... }}, Tekton's $(...)
+	// (as a number, which every flag takes).
 	placeholder := regexp.MustCompile(`\$\{\{[^}]*\}\}|\$\([a-z]+\.[^)]*\)`)
 	lead := regexp.MustCompile(`^(- )?(run: |script: )?`)
 	n := 0
@@ -311,7 +312,7 @@ func TestTheCICommandsParse(t *testing.T) {
 				for _, end := range []string{" || ", " && ", " | ", " > ", ";"} {
 					l, _, _ = strings.Cut(l, end)
 				}
-				l = placeholder.ReplaceAllString(l, "X")
+				l = placeholder.ReplaceAllString(l, "1")
 				var words []string
 				for _, w := range strings.Fields(l)[1:] {
 					if strings.HasPrefix(w, "-") {
@@ -320,7 +321,11 @@ func TestTheCICommandsParse(t *testing.T) {
 					words = append(words, w)
 				}
 				cmd := exec.Command("bash", "-c", l+" --help")
-				cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+				// GitLab's predefined variables of a merge request's
+				// pipeline, as it fills them in.
+				cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + t.TempDir(),
+					"CI_MERGE_REQUEST_IID=7", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME=main", "CI_COMMIT_SHA=" + strings.Repeat("a", 40),
+					"CI_JOB_URL=https://gitlab.example.com/acme/src/-/jobs/1", "CI_DEFAULT_BRANCH=main"}
 				out, err := cmd.CombinedOutput()
 				usage := "sluice " + strings.Join(words, " ")
 				switch {
