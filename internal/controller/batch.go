@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/types"
 	"log/slog"
 	"sync"
 	"time"
@@ -139,35 +140,43 @@ func (b *batcher) run(key string) {
 	}
 }
 
-// hydrate runs one batch.
-func (b *batcher) hydrate(jobs []*job) {
-	start := time.Now()
-	by := make(map[*v1alpha1.ManifestSync]*job, len(jobs))
-	syncs := make([]config.ManifestSync, len(jobs))
-	for i, j := range jobs {
-		syncs[i] = j.ms
-		by[j.ms.ManifestSync] = j
+// options are the engine's options for a batch of jobs: each sync with
+// its own credentials, registry client, signer and trust.
+func (b *batcher) options(jobs []*job) hydrate.Options {
+	// By namespace and name, not by pointer: a preview hands the engine
+	// copies of the syncs, pointed at a merge.
+	by := make(map[types.NamespacedName]*job, len(jobs))
+	for _, j := range jobs {
+		by[types.NamespacedName{Namespace: j.ms.Namespace, Name: j.ms.Name}] = j
 	}
 	o := b.base
 	if b.keys != nil {
 		o.SyncKey, o.SyncKeyMissing = b.keys.get(b.ctx)
 	}
 	o.Credentials = func(ms config.ManifestSync) (*source.Credentials, *source.Credentials) {
-		j := by[ms.ManifestSync]
+		j := by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}]
 		return j.src, j.dst
 	}
-	o.RegistryFor = func(ms config.ManifestSync) *registry.Client { return by[ms.ManifestSync].reg.reg }
-	o.SignerFor = func(ms config.ManifestSync) signing.Signer { return by[ms.ManifestSync].signer }
-	o.VerifierFor = func(ms config.ManifestSync) (*signing.Verifier, error) { return by[ms.ManifestSync].verifier, nil }
+	o.RegistryFor = func(ms config.ManifestSync) *registry.Client {
+		return by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}].reg.reg
+	}
+	o.SignerFor = func(ms config.ManifestSync) signing.Signer {
+		return by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}].signer
+	}
+	o.VerifierFor = func(ms config.ManifestSync) (*signing.Verifier, error) {
+		return by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}].verifier, nil
+	}
 	o.ImagePolicyFor = func(ms config.ManifestSync, rule v1alpha1.ImageRule) (*imagesig.Policy, error) {
-		if pol := by[ms.ManifestSync].imagePolicies[rule.Verify.Key()]; pol != nil {
+		if pol := by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}].imagePolicies[rule.Verify.Key()]; pol != nil {
 			return pol, nil
 		}
 		return nil, fmt.Errorf("verify: %s was not read", rule.Verify.Key())
 	}
-	o.ChartsFor = func(ms config.ManifestSync) *render.Charts { return by[ms.ManifestSync].reg.charts }
+	o.ChartsFor = func(ms config.ManifestSync) *render.Charts {
+		return by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}].reg.charts
+	}
 	o.SyncContext = func(ctx context.Context, ms config.ManifestSync) context.Context {
-		j := by[ms.ManifestSync]
+		j := by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}]
 		if !j.notBefore.IsZero() && j.requestFor != v1alpha1.RequestForImages {
 			ctx = source.ContextWithNotBefore(ctx, j.notBefore)
 		}
@@ -183,6 +192,17 @@ func (b *batcher) hydrate(jobs []*job) {
 		}
 		return ctx
 	}
+	return o
+}
+
+// hydrate runs one batch.
+func (b *batcher) hydrate(jobs []*job) {
+	start := time.Now()
+	syncs := make([]config.ManifestSync, len(jobs))
+	for i, j := range jobs {
+		syncs[i] = j.ms
+	}
+	o := b.options(jobs)
 	rep, err := hydrate.Run(b.ctx, syncs, o)
 	batchDuration.Observe(time.Since(start).Seconds())
 	batchSize.Observe(float64(len(jobs)))

@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -158,4 +161,166 @@ spec:
 	if files := testenv.Git(t, d.Dir, "ls-tree", "-r", "--name-only", "origin/sluice/pr/main"); strings.Contains(files, "apps/web/") {
 		t.Errorf("the proposal keeps apps/web:\n%s", files)
 	}
+}
+
+// Previews of source pull requests under the controller, on a real
+// Gitea delivering its own signed webhooks: a pull request opened and
+// pushed to twice has one comment, edited each time and right, and the
+// sluice/preview status on each head; a push that breaks the render fails
+// the status; a fork's pull request whose kustomization reads the
+// controller's files fails, showing none of it; closing is answered and
+// ignored.
+func TestSourcePullRequestPreviewsOnGitea(t *testing.T) {
+	t.Parallel()
+	g := testenv.StartGitea(t)
+	e := newEnv(t)
+	addrs, _ := e.start()
+	url := g.CreateRepo(t, "web")
+	w := testenv.NewWork(t, g.PushURL(url))
+	w.Write(map[string]string{"deploy/web/deployment.yaml": e.expand(deployment, "web")}).Commit("web")
+	w.Push("main")
+	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea", Namespace: e.ns},
+		StringData: map[string]string{"username": g.User, "password": g.Password}}); err != nil {
+		t.Fatal(err)
+	}
+	e.apply(strings.Replace(webSync, "repo: APP,", "repo: "+url+", secretRef: {name: gitea},", 1))
+	e.ready("web", metav1.ConditionTrue, 60*time.Second)
+	e.receiver("gitea-hook", "gitea-s3cret")
+	g.API(t, "POST", "repos/"+g.User+"/web/hooks", map[string]any{
+		"type": "gitea", "active": true, "events": []string{"pull_request", "pull_request_sync"},
+		"config": map[string]string{"url": "http://" + addrs.Hook + "/hook/" + e.ns + "/gitea-hook", "content_type": "json", "secret": "gitea-s3cret"},
+	}, nil)
+
+	comments := func(number int) []string {
+		var cs []struct {
+			Body string `json:"body"`
+		}
+		g.API(t, "GET", fmt.Sprintf("repos/%s/web/issues/%d/comments", g.User, number), nil, &cs)
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Body)
+		}
+		return out
+	}
+	status := func(sha string) string {
+		var combined struct {
+			Statuses []struct{ Context, Status, Description string } `json:"statuses"`
+		}
+		g.API(t, "GET", fmt.Sprintf("repos/%s/web/commits/%s/status", g.User, sha), nil, &combined)
+		for _, s := range combined.Statuses {
+			if s.Context == "sluice/preview" {
+				return s.Status + ": " + s.Description
+			}
+		}
+		return "none"
+	}
+	until := func(number int, sha, wantStatus, wantInComment string) {
+		t.Helper()
+		e.eventually(60*time.Second, func() string {
+			if got := status(sha); got != wantStatus {
+				return fmt.Sprintf("the status of %s is %q, want %q", sha[:7], got, wantStatus)
+			}
+			cs := comments(number)
+			if len(cs) != 1 || !strings.Contains(cs[0], wantInComment) {
+				return fmt.Sprintf("the comments of #%d are %q: one, with %q, is wanted", number, cs, wantInComment)
+			}
+			return ""
+		})
+	}
+
+	testenv.Git(t, w.Dir, "checkout", "-q", "-b", "change")
+	cm := func(v string) map[string]string {
+		return map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {v: '" + v + "'}\n"}
+	}
+	head1 := w.Write(cm("1")).Commit("a ConfigMap")
+	w.Push("change")
+	var pr struct {
+		Number int `json:"number"`
+	}
+	openPR(t, g, g.User, g.Password, map[string]any{"head": "change", "base": "main", "title": "a ConfigMap"}, &pr)
+	until(pr.Number, head1, "success: 1 folder changes", "| ✏️ | web | `apps/web` | 1 | 0 | 0 | 0 |")
+
+	head2 := w.Write(cm("2")).Commit("v is 2")
+	w.Push("change")
+	until(pr.Number, head2, "success: 1 folder changes", "+data: {v: '2'}")
+
+	head3 := w.Write(map[string]string{"deploy/web/kustomization.yaml": "resources: [deployment.yaml, cm.yaml, gone.yaml]\n"}).Commit("broken")
+	w.Push("change")
+	until(pr.Number, head3, "failure: 1 render fails", "gone.yaml")
+
+	// A fork's pull request reading the controller's files.
+	g.API(t, "POST", "admin/users", map[string]any{"username": "mallory", "email": "m@example.com", "password": "Mallory-test-1", "must_change_password": false}, nil)
+	var fork struct {
+		CloneURL string `json:"clone_url"`
+	}
+	asUser(t, g, "mallory", "Mallory-test-1", "POST", "repos/"+g.User+"/web/forks", map[string]any{}, &fork)
+	f := testenv.NewWork(t, strings.Replace(fork.CloneURL, "http://", "http://mallory:Mallory-test-1@", 1))
+	testenv.Git(t, f.Dir, "fetch", "-q", "origin", "main")
+	testenv.Git(t, f.Dir, "checkout", "-q", "-b", "steal", "FETCH_HEAD")
+	forkHead := f.Write(map[string]string{"deploy/web/kustomization.yaml": "resources: [deployment.yaml]\nconfigMapGenerator:\n- name: stolen\n  files: [/etc/passwd]\n"}).Commit("innocent")
+	f.Push("steal")
+	var fpr struct {
+		Number int `json:"number"`
+	}
+	openPR(t, g, "mallory", "Mallory-test-1", map[string]any{"head": "mallory:steal", "base": "main", "title": "innocent"}, &fpr)
+	until(fpr.Number, forkHead, "failure: 1 render fails", "/etc/passwd")
+	if cs := comments(fpr.Number); strings.Contains(cs[0], "root:") {
+		t.Errorf("the fork's comment shows the file:\n%s", cs[0])
+	}
+
+	// Closed: answered, ignored.
+	g.API(t, "PATCH", fmt.Sprintf("repos/%s/web/pulls/%d", g.User, pr.Number), map[string]any{"state": "closed"}, nil)
+	e.eventually(30*time.Second, func() string {
+		if !strings.Contains(e.logs.tail(100000), "ignored=\"pull request action closed\"") {
+			return "the closing was not answered as ignored"
+		}
+		return ""
+	})
+	if strings.Contains(e.logs.tail(1000000), "root:") {
+		t.Error("the controller's log shows /etc/passwd")
+	}
+}
+
+// openPR opens a pull request on g.User's repository web as user (Gitea
+// answers 404 for a moment after a branch's first push: tried again).
+func openPR(t *testing.T, g *testenv.Gitea, user, password string, body, out any) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := tryAsUser(g, user, password, "POST", "repos/"+g.User+"/web/pulls", body, out); err == nil {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func asUser(t *testing.T, g *testenv.Gitea, user, password, method, path string, body, out any) {
+	t.Helper()
+	if err := tryAsUser(g, user, password, method, path, body, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tryAsUser(g *testenv.Gitea, user, password, method, path string, body, out any) error {
+	data, _ := json.Marshal(body)
+	req, err := http.NewRequest(method, g.URL+"api/v1/"+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(user, password)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s %s: %s", user, method, path, resp.Status)
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
 }

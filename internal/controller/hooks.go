@@ -50,6 +50,9 @@ type hooks struct {
 	// annotation reaches the leader.
 	direct  func(syncs []*v1alpha1.ManifestSync, at time.Time, what string) bool
 	secrets *credentials.Secrets
+	// preview, if set, previews a source pull request for the syncs
+	// that follow its base, in the background.
+	preview func(ns string, ev pullRequestEvent, syncs []*v1alpha1.ManifestSync)
 	log     *slog.Logger
 	now     func() time.Time
 	// handled are the deliveries acted on, by receiver and delivery ID,
@@ -179,7 +182,7 @@ func (h *hooks) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case "registry":
 		reply, err = h.registryPush(req.Context(), ns, body, at)
 	default:
-		reply, err = h.gitPush(req.Context(), ns, req.Header, body, at)
+		reply, err = h.gitPush(req.Context(), ns, kind, req.Header, body, at)
 	}
 	if err != nil {
 		code := http.StatusServiceUnavailable // the API server: the sender retries
@@ -238,10 +241,12 @@ func authenticate(hdr http.Header, body, token []byte) (kind string, ok bool) {
 }
 
 // gitPush triggers what reads the pushed repository.
-func (h *hooks) gitPush(ctx context.Context, ns string, hdr http.Header, body []byte, at time.Time) (hookReply, error) {
+func (h *hooks) gitPush(ctx context.Context, ns, kind string, hdr http.Header, body []byte, at time.Time) (hookReply, error) {
 	event := cmp.Or(hdr.Get("X-Gitlab-Event"), hdr.Get("X-Gitea-Event"), hdr.Get("X-GitHub-Event"))
 	switch event {
 	case "push", "Push Hook", "Tag Push Hook", "":
+	case "pull_request", "pull_request_sync", "Merge Request Hook":
+		return h.pullRequest(ctx, ns, kind, event, body)
 	case "ping":
 		return hookReply{Ignored: "ping"}, nil
 	default:

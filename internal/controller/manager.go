@@ -343,7 +343,11 @@ func Run(ctx context.Context, o Options) error {
 		direct(targets, ch.At, v1alpha1.RequestForImages)
 	}
 	if l, ok := listeners["hook"]; ok {
-		h := &hooks{client: mgr.GetClient(), direct: direct, secrets: sec, log: o.Log, now: o.Now}
+		pv := &previews{ctx: ctx, log: o.Log, running: map[string]bool{}, waiting: map[string]previewJob{}}
+		h := &hooks{client: mgr.GetClient(), direct: direct, secrets: sec, log: o.Log, now: o.Now,
+			preview: func(ns string, ev pullRequestEvent, syncs []*v1alpha1.ManifestSync) {
+				pv.queue(msr, ns, ev, syncs)
+			}}
 		mux := http.NewServeMux()
 		mux.Handle(hookPrefix, h)
 		if err := mgr.Add(&httpServer{name: "webhooks", l: l, h: mux}); err != nil {

@@ -46,6 +46,11 @@ var (
 		Name: "sluice_commits_total",
 		Help: "Commits pushed to destination branches.",
 	})
+	previewDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_preview_duration_seconds",
+		Help:    "Time from a pull request's webhook to its preview posted (or failed).",
+		Buckets: prometheus.ExponentialBuckets(0.1, 2, 12),
+	})
 	batchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "sluice_batch_duration_seconds",
 		Help:    "Time to hydrate one batch of ManifestSyncs of one destination branch.",
@@ -85,7 +90,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(gitOps, registryRequests, registryRateWait, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests,
+	metrics.Registry.MustRegister(gitOps, registryRequests, registryRateWait, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests, previewDuration,
 		workerCPU, workerPeak, workerRenders, workersKilled, workersConfined)
 }
 
