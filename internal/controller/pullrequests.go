@@ -179,8 +179,8 @@ func short12(sha string) string {
 // previews runs the previews webhooks ask for, in the background: one at
 // a time per pull request, a newer head replacing one still waiting.
 type previews struct {
-	ctx context.Context
-	log *slog.Logger
+	ctx     context.Context
+	log     *slog.Logger
 	mu      sync.Mutex
 	running map[string]bool
 	waiting map[string]previewJob
