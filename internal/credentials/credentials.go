@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/forge"
 	"sluice.dev/sluice/internal/imagesig"
 	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
@@ -31,6 +32,12 @@ const (
 	keyIdentity    = "identity"
 	keyKnownHosts  = "known_hosts"
 	keyPassphrase  = "password" // of an encrypted identity
+	// A GitHub App's, as Flux's GitRepository reads them (provider
+	// github).
+	keyGitHubAppID             = "githubAppID"
+	keyGitHubAppInstallationID = "githubAppInstallationID"
+	keyGitHubAppPrivateKey     = "githubAppPrivateKey"
+	keyGitHubAppBaseURL        = "githubAppBaseURL"
 )
 
 // Secrets reads the Secrets resources name, straight from the API server
@@ -102,6 +109,15 @@ func (s *Secrets) Git(ctx context.Context, namespace string, ref *v1alpha1.Secre
 		if a.Username == "" {
 			a.Username = "x-access-token"
 		}
+	}
+	if len(d[keyGitHubAppID]) > 0 {
+		app, err := parsedOnce(s, "github-app", sec, func() (*forge.GitHubApp, error) {
+			return forge.NewGitHubApp(string(d[keyGitHubAppID]), string(d[keyGitHubAppInstallationID]), d[keyGitHubAppPrivateKey], string(d[keyGitHubAppBaseURL]))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("Secret %s/%s: %w", namespace, ref.Name, err)
+		}
+		a = source.Auth{Username: "x-access-token", Token: app.Token, TokenID: "github-app/" + app.ID}
 	}
 	if id := d[keyIdentity]; len(id) > 0 {
 		a.SSHKey, a.SSHKeyPassphrase = id, string(d[keyPassphrase])

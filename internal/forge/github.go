@@ -74,7 +74,7 @@ func (g *gitHub) Open(ctx context.Context, n New) (*PullRequest, error) {
 	}
 	pr := g.out(p)
 	if len(n.Labels) > 0 {
-		if _, _, err := g.c.Issues.AddLabelsToIssue(ctx, g.owner, g.repo, p.GetNumber(), n.Labels); err != nil {
+		if err := g.addLabels(ctx, p.GetNumber(), n.Labels); err != nil {
 			return pr, fmt.Errorf("github %s/%s: labelling #%d: %w", g.owner, g.repo, p.GetNumber(), err)
 		}
 	}
@@ -198,4 +198,16 @@ func (g *gitHub) explained(err error) error {
 		return explain(v1alpha1.ForgeGitHub, e.Response.StatusCode, retryAfter(e.Response, time.Now()), err)
 	}
 	return err
+}
+
+// addLabels adds labels to an issue or pull request in the body GitHub's
+// description gives ({"labels": [...]}; the client sends a bare array,
+// which the description does not allow).
+func (g *gitHub) addLabels(ctx context.Context, number int, labels []string) error {
+	req, err := g.c.NewRequest(http.MethodPost, fmt.Sprintf("repos/%s/%s/issues/%d/labels", url.PathEscape(g.owner), url.PathEscape(g.repo), number), map[string][]string{"labels": labels})
+	if err != nil {
+		return err
+	}
+	_, err = g.c.Do(ctx, req, nil)
+	return g.explained(err)
 }

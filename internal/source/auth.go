@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -29,6 +31,13 @@ type Auth struct {
 	// remote kustomize base, say) does not get them.
 	Username string
 	Password string
+	// Token, if set, makes the password when one is needed, per
+	// repository (a GitHub App's installation token, made anew before it
+	// expires); sent as Username's, to the Hosts alone.
+	Token func(ctx context.Context, repoURL string) (string, error)
+	// TokenID names whose tokens Token makes ("github-app/12345"), to
+	// keep clones and failures apart: never a secret.
+	TokenID string
 	// Hosts are where Username and Password are for: a host
 	// ("git.example.com", any port), "host:port" (that port), or an
 	// origin ("https://git.example.com:443": that scheme, host and port
@@ -224,6 +233,15 @@ func (a Auth) method(rawURL string) (transport.AuthMethod, string, error) {
 			}
 		} else if scoped(a.Hosts, u) {
 			user, pass = a.Username, a.Password
+			if a.Token != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				tok, err := a.Token(ctx, u.String())
+				cancel()
+				if err != nil {
+					return nil, "", fmt.Errorf("%s: %w", Redact(rawURL), err)
+				}
+				pass = tok
+			}
 		}
 		if user == "" && pass == "" {
 			return nil, u.String(), nil
@@ -305,5 +323,5 @@ func (r *Repo) APICredentials() (user, password string) {
 // credsKey identifies credentials without keeping them, for the backoff:
 // a failure with some credentials does not hold back others.
 func credsKey(a Auth) [32]byte {
-	return backoff.Key(a.Username, a.Password, a.SSHKeyFile, a.SSHKeyPassphrase, string(a.SSHKey))
+	return backoff.Key(a.Username, a.Password, a.TokenID, a.SSHKeyFile, a.SSHKeyPassphrase, string(a.SSHKey))
 }
