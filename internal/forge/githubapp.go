@@ -41,7 +41,7 @@ type GitHubApp struct {
 	http *http.Client
 
 	mu            sync.Mutex
-	installations map[string]int64     // by owner/repo
+	installations map[string]int64      // by owner/repo
 	tokens        map[int64]cachedToken // by installation
 }
 
