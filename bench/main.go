@@ -71,8 +71,10 @@ func main() {
 		mainDashboard()
 	case "flux":
 		mainFlux()
+	case "preview":
+		mainPreview()
 	default:
-		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve, soak, flux, dashboard)\n", mode)
+		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve, soak, flux, dashboard, preview)\n", mode)
 		os.Exit(2)
 	}
 }
