@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -43,10 +41,8 @@ func TestPreviewPostsOneCommentAndTheStatusOnGitea(t *testing.T) {
 	testenv.Git(t, w.Dir, "checkout", "-q", "-b", "change")
 	head1 := w.Write(map[string]string{"k/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {a: \"2\"}\n"}).Commit("a is 2")
 	w.Push("change")
-	var pr struct {
-		Number int `json:"number"`
-	}
-	g.API(t, http.MethodPost, "repos/"+g.User+"/src/pulls", map[string]any{"head": "change", "base": "main", "title": "a is 2"}, &pr)
+	var pr struct{ Number int }
+	pr.Number = g.OpenPullRequest(t, g.User, g.Password, "src", "change", "main", "a is 2")
 	preview := func(number int, more ...string) (string, string, int) {
 		args := []string{"preview", "-f", syncs, "--cache-dir", cache, "--base", "main", "--head", fmt.Sprintf("refs/pull/%d/head", number), "--pull", fmt.Sprint(number), "--forge", "gitea"}
 		return run(t, append(args, more...)...)
@@ -115,42 +111,18 @@ func TestPreviewPostsOneCommentAndTheStatusOnGitea(t *testing.T) {
 	}
 
 	// A fork's pull request that reads the machine's files.
-	g.API(t, http.MethodPost, "admin/users", map[string]any{"username": "mallory", "email": "m@example.com", "password": "Mallory-test-1", "must_change_password": false}, nil)
-	mallory := func(method, path string, body, out any) {
-		data, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, g.URL+"api/v1/"+path, bytes.NewReader(data))
-		req.SetBasicAuth("mallory", "Mallory-test-1")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("mallory %s %s: %s", method, path, resp.Status)
-		}
-		if out != nil {
-			json.NewDecoder(resp.Body).Decode(out)
-		}
-	}
-	var fork struct {
-		CloneURL string `json:"clone_url"`
-	}
-	mallory(http.MethodPost, "repos/"+g.User+"/src/forks", map[string]any{}, &fork)
-	f := testenv.NewWork(t, strings.Replace(fork.CloneURL, "http://", "http://mallory:Mallory-test-1@", 1))
+	g.CreateUser(t, "mallory", "Mallory-test-1")
+	f := testenv.NewWork(t, g.Fork(t, "mallory", "Mallory-test-1", "src"))
 	testenv.Git(t, f.Dir, "fetch", "-q", "origin", "main")
 	testenv.Git(t, f.Dir, "checkout", "-q", "-b", "steal", "FETCH_HEAD")
 	forkHead := f.Write(map[string]string{"k/kustomization.yaml": "resources: [cm.yaml]\nconfigMapGenerator:\n- name: stolen\n  files: [/etc/passwd]\n"}).Commit("innocent")
 	f.Push("steal")
-	var fpr struct {
-		Number int `json:"number"`
-	}
-	mallory(http.MethodPost, "repos/"+g.User+"/src/pulls", map[string]any{"head": "mallory:steal", "base": "main", "title": "innocent"}, &fpr)
-	out, errs, code := preview(fpr.Number, "--untrusted", "--head-commit", forkHead)
+	fpr := g.OpenPullRequest(t, "mallory", "Mallory-test-1", "src", "mallory:steal", "main", "innocent")
+	out, errs, code := preview(fpr, "--untrusted", "--head-commit", forkHead)
 	if code != 2 {
 		t.Fatalf("the fork's pull request: exit %d\n%s%s", code, out, errs)
 	}
-	cs = comments(fpr.Number)
+	cs = comments(fpr)
 	if len(cs) != 1 || !strings.Contains(cs[0], "/etc/passwd") || strings.Contains(cs[0], "root:") {
 		t.Errorf("the fork's comments: %q", cs)
 	}

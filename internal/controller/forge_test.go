@@ -1,11 +1,8 @@
 package controller
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -234,10 +231,8 @@ func TestSourcePullRequestPreviewsOnGitea(t *testing.T) {
 	}
 	head1 := w.Write(cm("1")).Commit("a ConfigMap")
 	w.Push("change")
-	var pr struct {
-		Number int `json:"number"`
-	}
-	openPR(t, g, g.User, g.Password, map[string]any{"head": "change", "base": "main", "title": "a ConfigMap"}, &pr)
+	var pr struct{ Number int }
+	pr.Number = g.OpenPullRequest(t, g.User, g.Password, "web", "change", "main", "a ConfigMap")
 	until(pr.Number, head1, "success: 1 folder changes", "| ✏️ | web | `apps/web` | 1 | 0 | 0 | 0 |")
 
 	head2 := w.Write(cm("2")).Commit("v is 2")
@@ -249,20 +244,14 @@ func TestSourcePullRequestPreviewsOnGitea(t *testing.T) {
 	until(pr.Number, head3, "failure: 1 render fails", "gone.yaml")
 
 	// A fork's pull request reading the controller's files.
-	g.API(t, "POST", "admin/users", map[string]any{"username": "mallory", "email": "m@example.com", "password": "Mallory-test-1", "must_change_password": false}, nil)
-	var fork struct {
-		CloneURL string `json:"clone_url"`
-	}
-	asUser(t, g, "mallory", "Mallory-test-1", "POST", "repos/"+g.User+"/web/forks", map[string]any{}, &fork)
-	f := testenv.NewWork(t, strings.Replace(fork.CloneURL, "http://", "http://mallory:Mallory-test-1@", 1))
+	g.CreateUser(t, "mallory", "Mallory-test-1")
+	f := testenv.NewWork(t, g.Fork(t, "mallory", "Mallory-test-1", "web"))
 	testenv.Git(t, f.Dir, "fetch", "-q", "origin", "main")
 	testenv.Git(t, f.Dir, "checkout", "-q", "-b", "steal", "FETCH_HEAD")
 	forkHead := f.Write(map[string]string{"deploy/web/kustomization.yaml": "resources: [deployment.yaml]\nconfigMapGenerator:\n- name: stolen\n  files: [/etc/passwd]\n"}).Commit("innocent")
 	f.Push("steal")
-	var fpr struct {
-		Number int `json:"number"`
-	}
-	openPR(t, g, "mallory", "Mallory-test-1", map[string]any{"head": "mallory:steal", "base": "main", "title": "innocent"}, &fpr)
+	var fpr struct{ Number int }
+	fpr.Number = g.OpenPullRequest(t, "mallory", "Mallory-test-1", "web", "mallory:steal", "main", "innocent")
 	until(fpr.Number, forkHead, "failure: 1 render fails", "/etc/passwd")
 	if cs := comments(fpr.Number); strings.Contains(cs[0], "root:") {
 		t.Errorf("the fork's comment shows the file:\n%s", cs[0])
@@ -279,48 +268,4 @@ func TestSourcePullRequestPreviewsOnGitea(t *testing.T) {
 	if strings.Contains(e.logs.tail(1000000), "root:") {
 		t.Error("the controller's log shows /etc/passwd")
 	}
-}
-
-// openPR opens a pull request on g.User's repository web as user (Gitea
-// answers 404 for a moment after a branch's first push: tried again).
-func openPR(t *testing.T, g *testenv.Gitea, user, password string, body, out any) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := tryAsUser(g, user, password, "POST", "repos/"+g.User+"/web/pulls", body, out); err == nil {
-			return
-		} else if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-}
-
-func asUser(t *testing.T, g *testenv.Gitea, user, password, method, path string, body, out any) {
-	t.Helper()
-	if err := tryAsUser(g, user, password, method, path, body, out); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func tryAsUser(g *testenv.Gitea, user, password, method, path string, body, out any) error {
-	data, _ := json.Marshal(body)
-	req, err := http.NewRequest(method, g.URL+"api/v1/"+path, bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	req.SetBasicAuth(user, password)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s %s: %s", user, method, path, resp.Status)
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	return nil
 }

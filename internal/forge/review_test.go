@@ -1,9 +1,7 @@
 package forge
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -28,24 +26,23 @@ func TestAReviewerKeepsOneCommentAndSetsTheStatusOnGitea(t *testing.T) {
 	testenv.Git(t, w.Dir, "checkout", "-q", "-b", "change")
 	head := w.Write(map[string]string{"a.yaml": "a: 2\n"}).Commit("two")
 	w.Push("change")
-	var pr struct {
-		Number int `json:"number"`
-	}
-	g.API(t, http.MethodPost, "repos/"+g.User+"/src/pulls", map[string]any{"head": "change", "base": "main", "title": "a is 2"}, &pr)
+	number := g.OpenPullRequest(t, g.User, g.Password, "src", "change", "main", "a is 2")
 
 	// Someone else's comment with Sluice's marker, to lure it.
-	g.API(t, http.MethodPost, "admin/users", map[string]any{"username": "mallory", "email": "m@example.com", "password": "Mallory-test-1", "must_change_password": false}, nil)
-	asMallory(t, g, http.MethodPost, fmt.Sprintf("repos/%s/src/issues/%d/comments", g.User, pr.Number), map[string]string{"body": "<!-- m -->\nnot Sluice's"})
+	g.CreateUser(t, "mallory", "Mallory-test-1")
+	if err := g.APIAs("mallory", "Mallory-test-1", http.MethodPost, fmt.Sprintf("repos/%s/src/issues/%d/comments", g.User, number), map[string]string{"body": "<!-- m -->\nnot Sluice's"}, nil); err != nil {
+		t.Fatal(err)
+	}
 
 	r, err := ReviewerFor(v1alpha1.ForgeGitea, clone, Credentials{Username: g.User, Password: g.Password})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := r.Comment(ctx, pr.Number, "<!-- m -->", "<!-- m -->\nfirst")
+	first, err := r.Comment(ctx, number, "<!-- m -->", "<!-- m -->\nfirst")
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := r.Comment(ctx, pr.Number, "<!-- m -->", "<!-- m -->\nsecond")
+	again, err := r.Comment(ctx, number, "<!-- m -->", "<!-- m -->\nsecond")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +55,7 @@ func TestAReviewerKeepsOneCommentAndSetsTheStatusOnGitea(t *testing.T) {
 			Login string `json:"login"`
 		} `json:"user"`
 	}
-	g.API(t, http.MethodGet, fmt.Sprintf("repos/%s/src/issues/%d/comments", g.User, pr.Number), nil, &comments)
+	g.API(t, http.MethodGet, fmt.Sprintf("repos/%s/src/issues/%d/comments", g.User, number), nil, &comments)
 	var bodies []string
 	for _, c := range comments {
 		bodies = append(bodies, c.User.Login+": "+c.Body)
@@ -80,25 +77,6 @@ func TestAReviewerKeepsOneCommentAndSetsTheStatusOnGitea(t *testing.T) {
 	g.API(t, http.MethodGet, fmt.Sprintf("repos/%s/src/commits/%s/statuses", g.User, head), nil, &statuses)
 	if len(statuses) != 1 || statuses[0].Context != "sluice/preview" || statuses[0].Status != "failure" || statuses[0].TargetURL != "http://example.com/pr/1" || len([]rune(statuses[0].Description)) != maxDescription {
 		t.Errorf("statuses %+v", statuses)
-	}
-}
-
-func asMallory(t *testing.T, g *testenv.Gitea, method, path string, body any) {
-	t.Helper()
-	data, _ := json.Marshal(body)
-	req, err := http.NewRequest(method, g.URL+"api/v1/"+path, bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth("mallory", "Mallory-test-1")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("mallory %s %s: %s", method, path, resp.Status)
 	}
 }
 

@@ -214,3 +214,68 @@ func (g *Gitea) Head(t TB, cloneURL, branch string) string {
 	sha, _, _ := strings.Cut(out, "\t")
 	return sha
 }
+
+// CreateUser makes a user of the forge (by the admin), who may then fork
+// and open pull requests of their own.
+func (g *Gitea) CreateUser(t TB, name, password string) {
+	t.Helper()
+	g.API(t, http.MethodPost, "admin/users", map[string]any{"username": name, "email": name + "@example.com", "password": password, "must_change_password": false}, nil)
+}
+
+// APIAs calls Gitea's API as user, decoding the answer into out (if set).
+func (g *Gitea) APIAs(user, password, method, path string, body, out any) error {
+	data, _ := json.Marshal(body)
+	req, err := http.NewRequest(method, g.URL+"api/v1/"+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(user, password)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("gitea %s %s as %s: %s", method, path, user, resp.Status)
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
+}
+
+// OpenPullRequest opens a pull request on the admin's repository repo as
+// user, from head ("branch", or "owner:branch" of a fork) to base, and
+// returns its number. Gitea answers 404 for a moment after a branch's
+// first push: it is tried again for a while.
+func (g *Gitea) OpenPullRequest(t TB, user, password, repo, head, base, title string) int {
+	t.Helper()
+	var pr struct {
+		Number int `json:"number"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := g.APIAs(user, password, http.MethodPost, "repos/"+g.User+"/"+repo+"/pulls", map[string]any{"head": head, "base": base, "title": title}, &pr)
+		if err == nil {
+			return pr.Number
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v", err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// Fork forks the admin's repository repo as user and returns the fork's
+// clone URL, with the user's credentials in it (to push with).
+func (g *Gitea) Fork(t TB, user, password, repo string) string {
+	t.Helper()
+	var fork struct {
+		CloneURL string `json:"clone_url"`
+	}
+	if err := g.APIAs(user, password, http.MethodPost, "repos/"+g.User+"/"+repo+"/forks", map[string]any{}, &fork); err != nil {
+		t.Fatalf("%v", err)
+	}
+	return strings.Replace(fork.CloneURL, "http://", "http://"+user+":"+password+"@", 1)
+}
