@@ -2,7 +2,9 @@ package controller
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,4 +148,58 @@ func fill(s *openapi3.Schema, depth int) any {
 		return nil
 	}
 	return "x"
+}
+
+// GitLab's merge request event as GitLab publishes its example
+// (testdata/gitlab): opened and reopened are previewed, at the
+// merge request's ref and its last commit; an update previews only with
+// oldrev (new commits, as the page documents: a title's edit has none);
+// closing and merging ask for nothing.
+func TestGitLabsMergeRequestEventAsItsDocumentationHasIt(t *testing.T) {
+	data, err := os.ReadFile("testdata/gitlab/merge_request_event.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		action, oldrev, ignored string
+	}{
+		{"open", "", ""},
+		{"reopen", "", ""},
+		{"update", "", "merge request action update"},
+		{"update", "ae73cb07c9eeaf35924a10f713b364d32b2dd34f", ""},
+		{"close", "", "merge request action close"},
+		{"merge", "", "merge request action merge"},
+	} {
+		var p map[string]any
+		if err := json.Unmarshal(data, &p); err != nil {
+			t.Fatal(err)
+		}
+		attrs := p["object_attributes"].(map[string]any)
+		attrs["action"] = c.action
+		if c.oldrev != "" {
+			attrs["oldrev"] = c.oldrev
+		}
+		body, _ := json.Marshal(p)
+		ev, ignored, err := parsePullRequest("gitlab", "Merge Request Hook", body)
+		if err != nil {
+			t.Fatalf("%s: %v", c.action, err)
+		}
+		if ignored != c.ignored {
+			t.Errorf("%s (oldrev %q): ignored %q, want %q", c.action, c.oldrev, ignored, c.ignored)
+			continue
+		}
+		if ignored != "" {
+			continue
+		}
+		want := pullRequestEvent{Forge: v1alpha1.ForgeGitLab, Number: 1, Base: "master", Ref: "refs/merge-requests/1/head",
+			Head: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7", Fork: false, Action: c.action}
+		got := ev
+		got.Repos = nil
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: read %+v, want %+v", c.action, got, want)
+		}
+		if !slices.Contains(ev.Repos, repository("http://example.com/gitlabhq/gitlab-test.git")) {
+			t.Errorf("%s: repositories %q", c.action, ev.Repos)
+		}
+	}
 }
