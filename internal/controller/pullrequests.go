@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/forge"
 	"sluice.dev/sluice/internal/review"
 	"sluice.dev/sluice/internal/source"
 )
@@ -184,6 +186,9 @@ type previews struct {
 	mu      sync.Mutex
 	running map[string]bool
 	waiting map[string]previewJob
+	// limited are the forges (by host) holding requests back, and until
+	// when: a preview for one waits that out rather than ask again.
+	limited map[string]time.Time
 	wg      sync.WaitGroup
 }
 
@@ -258,12 +263,33 @@ func (p *previews) run(j previewJob) {
 	repo, _, _ := strings.Cut(syncs[0].Spec.Source.Repo, "?")
 	format := review.Format{Limit: commentLimits[j.ev.Forge],
 		More: fmt.Sprintf("The whole preview: `sluice preview -f SYNCS --base %s --head %s`.", j.ev.Base, j.ev.Ref)}
+	host := source.HostOf(repo)
+	p.mu.Lock()
+	until := p.limited[host]
+	p.mu.Unlock()
+	if wait := time.Until(until); wait > 0 {
+		log.Warn("preview: the forge's rate limit holds requests back: the preview waits", "until", until, "host", host)
+		select {
+		case <-time.After(wait):
+		case <-p.ctx.Done():
+			return
+		}
+	}
 	// What the remotes hold since the event: the head it names, the base
 	// as it is now.
 	ctx := source.ContextWithNotBefore(p.ctx, j.at)
 	rep, err := review.Run(ctx, syncs, review.Change{Repo: repo, Base: j.ev.Base, Head: j.ev.Ref, HeadCommit: j.ev.Head},
 		review.Options{Hydrate: o, Untrusted: j.ev.Fork, Post: &review.Post{Forge: j.ev.Forge, Number: j.ev.Number, Format: format}})
 	previewDuration.Observe(time.Since(start).Seconds())
+	var limited *forge.RateLimitedError
+	if errors.As(err, &limited) {
+		p.mu.Lock()
+		if p.limited == nil {
+			p.limited = map[string]time.Time{}
+		}
+		p.limited[host] = limited.Until
+		p.mu.Unlock()
+	}
 	if err != nil {
 		log.Error("preview", "error", err)
 		return

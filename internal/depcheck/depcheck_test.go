@@ -47,7 +47,7 @@ var layers = map[string][]string{
 	"internal/review":      {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/config", "internal/hydrate", "internal/source", "internal/forge", "internal/synckey"},
 	// The controller drives the engines; nothing below knows of it.
 	"internal/controller": {"internal/backoff", "internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/signing", "internal/imagesig",
-		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig", "internal/credentials", "internal/preview", "internal/dashboard", "internal/synckey", "internal/review"},
+		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig", "internal/credentials", "internal/preview", "internal/dashboard", "internal/synckey", "internal/review", "internal/forge"},
 }
 
 func TestPackagesImportOnlyDownward(t *testing.T) {

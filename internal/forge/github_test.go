@@ -235,3 +235,35 @@ func mustJWT(t *testing.T, key *rsa.PrivateKey, claims map[string]any) string {
 	}
 	return s + "." + enc.EncodeToString(sig)
 }
+
+// GitHub's rate limit, as GitHub documents its answer (403 with
+// X-RateLimit-Remaining 0 and the reset time): the adapter says until
+// when, and asks nothing more (no retry).
+func TestGitHubsRateLimitIsSaidNotRetried(t *testing.T) {
+	srv, repo := githubServer(t, "t0ken")
+	reset := time.Now().Add(17 * time.Minute).Truncate(time.Second)
+	srv.Headers = func(op string) http.Header {
+		if op != "repos/create-commit-status" {
+			return nil
+		}
+		return http.Header{"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(reset.Unix())}}
+	}
+	srv.Answer = func(r *http.Request, op string) (int, any, bool) {
+		if op != "repos/create-commit-status" {
+			return 0, nil, false
+		}
+		return http.StatusForbidden, map[string]string{"message": "API rate limit exceeded", "documentation_url": "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting"}, true
+	}
+	r, err := ReviewerFor(v1alpha1.ForgeGitHub, repo, Credentials{Password: "t0ken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Status(context.Background(), "6dcb09b5b57875f334f61aebed695e2e4193db5e", Status{Context: "sluice/preview", State: StateSuccess})
+	var rl *RateLimitedError
+	if !errors.As(err, &rl) || !rl.Until.Equal(reset) || !strings.Contains(err.Error(), "no request before") {
+		t.Fatalf("a rate limit: %v", err)
+	}
+	if calls := srv.Calls(); len(calls) != 1 {
+		t.Errorf("called %q: one request, not retried, is wanted", calls)
+	}
+}

@@ -34,6 +34,9 @@ type OpenAPIServer struct {
 	// Answer, if set, answers an operation instead of its example (ok
 	// false: the example).
 	Answer func(r *http.Request, operationID string) (status int, body any, ok bool)
+	// Headers, if set, adds headers to an operation's answer (a rate
+	// limit's, say).
+	Headers func(operationID string) http.Header
 
 	mu       sync.Mutex
 	calls    []string
@@ -91,6 +94,11 @@ func (s *OpenAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := s.Auth(r, op.OperationID); err != nil {
 			s.fail(w, http.StatusUnauthorized, "%s %s (%s): %v", r.Method, r.URL.Path, op.OperationID, err)
 			return
+		}
+	}
+	if s.Headers != nil {
+		for k, v := range s.Headers(op.OperationID) {
+			w.Header()[k] = v
 		}
 	}
 	if s.Answer != nil {
