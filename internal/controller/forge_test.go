@@ -15,12 +15,10 @@ import (
 	"sluice.dev/sluice/internal/testenv"
 )
 
-// A real forge: a sync reads a Gitea repository; a push to it makes Gitea
-// deliver its own signed webhook (one of type gitea, one of type gogs),
-// and the destination holds the change at once, though the sync's
-// interval is an hour.
-func TestGiteaPushWebhook(t *testing.T) {
-	t.Parallel()
+// giteaWeb starts a Gitea and a controller, with the web app's sources
+// in the Gitea repository web (its clone URL, and a working clone).
+func giteaWeb(t *testing.T) (*testenv.Gitea, *env, Addrs, string, *testenv.Work) {
+	t.Helper()
 	g := testenv.StartGitea(t)
 	e := newEnv(t)
 	addrs, _ := e.start()
@@ -28,6 +26,16 @@ func TestGiteaPushWebhook(t *testing.T) {
 	w := testenv.NewWork(t, g.PushURL(url))
 	w.Write(map[string]string{"deploy/web/deployment.yaml": e.expand(deployment, "web")}).Commit("web")
 	w.Push("main")
+	return g, e, addrs, url, w
+}
+
+// A real forge: a sync reads a Gitea repository; a push to it makes Gitea
+// deliver its own signed webhook (one of type gitea, one of type gogs),
+// and the destination holds the change at once, though the sync's
+// interval is an hour.
+func TestGiteaPushWebhook(t *testing.T) {
+	t.Parallel()
+	g, e, addrs, url, w := giteaWeb(t)
 	e.receiver("gitea", "gitea-s3cret")
 	e.receiver("gogs", "gogs-s3cret")
 	g.AddWebhook(t, "web", "gitea", "http://"+addrs.Hook+"/hook/"+e.ns+"/gitea", "gitea-s3cret")
@@ -169,13 +177,7 @@ spec:
 // ignored.
 func TestSourcePullRequestPreviewsOnGitea(t *testing.T) {
 	t.Parallel()
-	g := testenv.StartGitea(t)
-	e := newEnv(t)
-	addrs, _ := e.start()
-	url := g.CreateRepo(t, "web")
-	w := testenv.NewWork(t, g.PushURL(url))
-	w.Write(map[string]string{"deploy/web/deployment.yaml": e.expand(deployment, "web")}).Commit("web")
-	w.Push("main")
+	g, e, addrs, url, w := giteaWeb(t)
 	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gitea", Namespace: e.ns},
 		StringData: map[string]string{"username": g.User, "password": g.Password}}); err != nil {
 		t.Fatal(err)
