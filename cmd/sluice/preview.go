@@ -75,11 +75,12 @@ input.`,
 			ho.Log = slog.Default()
 			ch := review.Change{Repo: f.repo, Base: f.base, Head: f.head, HeadCommit: f.headCommit}
 			format := review.Format{Limit: f.limit, More: f.more}
-			o := review.Options{Hydrate: ho, Untrusted: f.untrusted}
+			o := review.Options{Hydrate: ho, Untrusted: f.untrusted, DiffLimit: 2 * f.limit}
 			if f.pull > 0 {
 				o.Post = &review.Post{Forge: f.forge, Number: f.pull, Format: format, TargetURL: f.targetURL}
 				if o.Post.Format.Limit == 0 {
 					o.Post.Format.Limit = review.GitHubLimit // the smallest of the forges'
+					o.DiffLimit = 2 * review.GitHubLimit
 				}
 			}
 			rep, err := review.RunFiles(cmd.Context(), f.files, f.syncs, ch, o)

@@ -279,7 +279,7 @@ func (p *previews) run(j previewJob) {
 	// as it is now.
 	ctx := source.ContextWithNotBefore(p.ctx, j.at)
 	rep, err := review.Run(ctx, syncs, review.Change{Repo: repo, Base: j.ev.Base, Head: j.ev.Ref, HeadCommit: j.ev.Head},
-		review.Options{Hydrate: o, Untrusted: j.ev.Fork, Post: &review.Post{Forge: j.ev.Forge, Number: j.ev.Number, Format: format}})
+		review.Options{Hydrate: o, Untrusted: j.ev.Fork, DiffLimit: 2 * format.Limit, Post: &review.Post{Forge: j.ev.Forge, Number: j.ev.Number, Format: format}})
 	previewDuration.Observe(time.Since(start).Seconds())
 	var limited *forge.RateLimitedError
 	if errors.As(err, &limited) {

@@ -2,6 +2,7 @@ package hydrate
 
 import (
 	"crypto/rand"
+	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
 	"path"
@@ -19,7 +20,7 @@ import (
 // diffFolders is a unified diff from the old folder to the new one, file
 // by file, as `git diff` would show it, with no Secret's value in it
 // (see redact).
-func diffFolders(dir string, old, cur destination.Folder, manifestsOnly bool) string {
+func diffFolders(dir string, old, cur destination.Folder, manifestsOnly bool, limit int) string {
 	names := map[string]bool{}
 	for n := range old {
 		names[n] = true
@@ -51,6 +52,20 @@ func diffFolders(dir string, old, cur destination.Folder, manifestsOnly bool) st
 			A: difflib.SplitLines(redact(a, salt)), B: difflib.SplitLines(redact(c, salt)),
 			FromFile: from, ToFile: to, Context: 3,
 		})
+		if limit > 0 && b.Len()+len(text) > limit {
+			// Kept to the limit, at a line's end: what is left is
+			// counted, not held.
+			room := max(limit-b.Len(), 0)
+			keep := text[:room]
+			if i := strings.LastIndexByte(keep, '\n'); i >= 0 {
+				keep = keep[:i+1]
+			} else {
+				keep = ""
+			}
+			b.WriteString(keep)
+			fmt.Fprintf(&b, "... %d more lines of the diff of %s are left out (the diff is cut at %d bytes)\n", strings.Count(text[len(keep):], "\n"), dir, limit)
+			return b.String()
+		}
 		b.WriteString(text)
 	}
 	return b.String()

@@ -45,6 +45,10 @@ type Options struct {
 	// out of a dry run's diffs: the manifests alone, as a reviewer reads
 	// them.
 	ManifestsDiff bool
+	// DiffLimit, if set, keeps at most this many bytes of each dry run's
+	// diff (cut at a line, saying how many lines are left out): what a
+	// preview of a huge change holds in memory.
+	DiffLimit int
 	// OutDir writes the folders under this directory (as
 	// OutDir/<branch>/<path>) instead of committing to git.
 	OutDir string

@@ -293,7 +293,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		if err != nil {
 			return err
 		}
-		p.diff = diffFolders(p.dstPath, old, folder, r.o.ManifestsDiff)
+		p.diff = diffFolders(p.dstPath, old, folder, r.o.ManifestsDiff, r.o.DiffLimit)
 		var was []v1alpha1.PinnedImage
 		if p.prev != nil {
 			was = p.prev.Images

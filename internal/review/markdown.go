@@ -122,7 +122,7 @@ func (r *Report) Markdown(f Format) string {
 	if left > 0 {
 		fmt.Fprintf(&b, "\nThe diffs of %d more folders do not fit in a comment.\n", left)
 	}
-	cutSome := left > 0 || strings.Contains(b.String(), "more lines of this diff are not shown")
+	cutSome := left > 0 || strings.Contains(b.String(), "more lines of this diff are not shown") || strings.Contains(b.String(), "(the diff is cut at")
 	if cutSome && footer != "" {
 		b.WriteString(footer)
 	}

@@ -52,6 +52,10 @@ type Options struct {
 	// Post, if set, posts the preview on the pull request: a pending
 	// status on its head first, then the comment and the final status.
 	Post *Post
+	// DiffLimit, if set, keeps at most this many bytes of each folder's
+	// diff (a comment shows less anyway): a change of 100,000 lines is
+	// then held as that many bytes, not all of it.
+	DiffLimit int
 	// Untrusted previews a change from outside (a fork's pull request):
 	// the values charts generate derive from a throwaway key, never from
 	// the sync key, so that no template of the change's can print what
@@ -321,6 +325,7 @@ func run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options,
 	}
 	reached := map[string]bool{}
 	ho := o.Hydrate
+	ho.DiffLimit = o.DiffLimit
 	ho.DryRun, ho.ManifestsDiff, ho.Force, ho.OutDir, ho.Takeover, ho.Release, ho.Progress = true, true, false, "", nil, "", nil
 	throwaway := ""
 	if o.Untrusted || ho.SyncKey.IsZero() {

@@ -351,9 +351,18 @@ func TestAHugeDiffStaysWithinTheCommentLimit(t *testing.T) {
 		"deploy/base/big.yaml":           big.String(),
 		"deploy/base/kustomization.yaml": "resources: [deployment.yaml, service.yaml, big.yaml]\n",
 	})
-	rep := f.preview(Change{Head: "big"})
+	rep, err := Run(context.Background(), f.syncs, Change{Repo: f.srcURL, Base: "main", Head: "big"}, Options{Hydrate: f.hydrateOptions(), DiffLimit: 2 * GitHubLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := names(rep); !slices.Equal(got, []string{"web-dev", "web-prod"}) {
 		t.Fatalf("reached %v", got)
+	}
+	// What is held of a diff of 100,000 lines: the limit's worth.
+	for _, s := range rep.Syncs {
+		if len(s.Diff) > 2*GitHubLimit+200 || !strings.Contains(s.Diff, "more lines of the diff of apps/web are left out") {
+			t.Errorf("%s: %d bytes of diff held, ending %q", s.Name, len(s.Diff), s.Diff[max(0, len(s.Diff)-200):])
+		}
 	}
 	const more = "The whole diff: `sluice preview --base main --head big`."
 	md := rep.Markdown(Format{Limit: GitHubLimit, More: more})
