@@ -2,9 +2,9 @@ package hydrate
 
 import (
 	"crypto/rand"
-	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"path"
 	"sort"
 	"strings"
