@@ -343,7 +343,7 @@ func Run(ctx context.Context, o Options) error {
 		direct(targets, ch.At, v1alpha1.RequestForImages)
 	}
 	if l, ok := listeners["hook"]; ok {
-		pv := &previews{ctx: ctx, log: o.Log, running: map[string]bool{}, waiting: map[string]previewJob{}}
+		pv := &previews{ctx: ctx, log: o.Log, running: map[string]bool{}, waiting: map[string]previewJob{}, limited: map[string]time.Time{}}
 		h := &hooks{client: mgr.GetClient(), direct: direct, secrets: sec, log: o.Log, now: o.Now,
 			preview: func(ns string, ev pullRequestEvent, syncs []*v1alpha1.ManifestSync) {
 				pv.queue(msr, ns, ev, syncs)

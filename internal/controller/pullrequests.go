@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,8 +36,8 @@ type pullRequestEvent struct {
 	Action string
 }
 
-// parsePullRequest reads a pull request event; ok is false for one that
-// asks for no preview (closed, labelled, edited), with why.
+// parsePullRequest reads a pull request event; ignored says why one asks
+// for no preview (closed, labelled, edited).
 func parsePullRequest(kind, event string, body []byte) (ev pullRequestEvent, ignored string, err error) {
 	switch kind {
 	case "gitlab":
@@ -70,7 +71,7 @@ func parsePullRequest(kind, event string, body []byte) (ev pullRequestEvent, ign
 		case a.Action == "open" || a.Action == "reopen":
 		case a.Action == "update" && a.OldRev != "": // new commits, not an edit
 		default:
-			return ev, "merge request action " + cmpOr(a.Action, "none"), nil
+			return ev, "merge request action " + cmp.Or(a.Action, "none"), nil
 		}
 	default: // GitHub's and Gitea's
 		var p struct {
@@ -108,7 +109,7 @@ func parsePullRequest(kind, event string, body []byte) (ev pullRequestEvent, ign
 		if kind == "gitea" {
 			forge = v1alpha1.ForgeGitea
 		}
-		number := cmpOrInt(pr.Number, p.Number)
+		number := cmp.Or(pr.Number, p.Number)
 		ev = pullRequestEvent{Forge: forge, Number: number, Base: pr.Base.Ref, Ref: fmt.Sprintf("refs/pull/%d/head", number), Head: pr.Head.SHA,
 			Fork: pr.Head.Repo.FullName != pr.Base.Repo.FullName, Action: p.Action,
 			Repos: nonEmpty(repository(pr.Base.Repo.CloneURL), repository(pr.Base.Repo.HTMLURL), repository(pr.Base.Repo.SSHURL),
@@ -116,27 +117,13 @@ func parsePullRequest(kind, event string, body []byte) (ev pullRequestEvent, ign
 		switch p.Action {
 		case "opened", "reopened", "synchronize", "synchronized", "ready_for_review":
 		default:
-			return ev, "pull request action " + cmpOr(p.Action, "none"), nil
+			return ev, "pull request action " + cmp.Or(p.Action, "none"), nil
 		}
 	}
 	if ev.Number <= 0 || ev.Base == "" || len(ev.Repos) == 0 {
 		return ev, "", badRequest{fmt.Errorf("a %s event names no pull request, base branch or repository", event)}
 	}
 	return ev, "", nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func cmpOrInt(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // pullRequest queues the preview of a source pull request for the syncs
@@ -284,9 +271,6 @@ func (p *previews) run(j previewJob) {
 	var limited *forge.RateLimitedError
 	if errors.As(err, &limited) {
 		p.mu.Lock()
-		if p.limited == nil {
-			p.limited = map[string]time.Time{}
-		}
 		p.limited[host] = limited.Until
 		p.mu.Unlock()
 	}

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"sluice.dev/sluice/api/v1alpha1"
 )
 
 // GitHubApp is a GitHub App's identity, as an organisation runs its
@@ -181,7 +183,7 @@ func (a *GitHubApp) call(ctx context.Context, method, path string, out any) erro
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusForbidden {
 			return fmt.Errorf("%w: check the App's ID and private key, and that it is installed on the repository", err)
 		}
-		return explain("github", resp.StatusCode, retryAfter(resp, a.now()), err)
+		return explain(v1alpha1.ForgeGitHub, resp.StatusCode, retryAfter(resp, a.now()), err)
 	}
 	return json.Unmarshal(data, out)
 }

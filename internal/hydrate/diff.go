@@ -20,7 +20,7 @@ import (
 // diffFolders is a unified diff from the old folder to the new one, file
 // by file, as `git diff` would show it, with no Secret's value in it
 // (see redact).
-func diffFolders(dir string, old, cur destination.Folder, manifestsOnly bool, limit int) string {
+func diffFolders(dir string, old, cur destination.Folder, manifestsOnly bool, limit int) (diff string, cut bool) {
 	names := map[string]bool{}
 	for n := range old {
 		names[n] = true
@@ -64,11 +64,11 @@ func diffFolders(dir string, old, cur destination.Folder, manifestsOnly bool, li
 			}
 			b.WriteString(keep)
 			fmt.Fprintf(&b, "... %d more lines of the diff of %s are left out (the diff is cut at %d bytes)\n", strings.Count(text[len(keep):], "\n"), dir, limit)
-			return b.String()
+			return b.String(), true
 		}
 		b.WriteString(text)
 	}
-	return b.String()
+	return b.String(), false
 }
 
 // redact hides the values of the Secrets a file holds, readable or

@@ -241,6 +241,8 @@ type Result struct {
 	Secrets []v1alpha1.SecretRecord `json:"secrets,omitempty"`
 	// Diff is the unified diff of the folder (dry run only).
 	Diff string `json:"diff,omitempty"`
+	// DiffCut says Diff was kept to Options.DiffLimit.
+	DiffCut bool `json:"diffCut,omitempty"`
 	// Changes are the objects the diff adds, changes and removes, and the
 	// images it pins anew (dry run only).
 	Changes *Changes `json:"changes,omitempty"`

@@ -43,6 +43,7 @@ type plan struct {
 	folder   destination.Folder // nil: nothing to write
 	rendered bool
 	diff     string
+	diffCut  bool     // diff kept to DiffLimit
 	changes  *Changes // dry runs
 	stale    []string // tags answered stale, and why (Result.Stale)
 }
@@ -56,6 +57,7 @@ func (p *plan) result() Result {
 		Destination: fmt.Sprintf("%s %s %s", source.Redact(d.Repo), p.branch, d.Path),
 		Rendered:    p.rendered,
 		Diff:        p.diff,
+		DiffCut:     p.diffCut,
 		Changes:     p.changes,
 		Stale:       p.stale,
 		Err:         p.err,
@@ -293,7 +295,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		if err != nil {
 			return err
 		}
-		p.diff = diffFolders(p.dstPath, old, folder, r.o.ManifestsDiff, r.o.DiffLimit)
+		p.diff, p.diffCut = diffFolders(p.dstPath, old, folder, r.o.ManifestsDiff, r.o.DiffLimit)
 		var was []v1alpha1.PinnedImage
 		if p.prev != nil {
 			was = p.prev.Images

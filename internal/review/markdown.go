@@ -97,7 +97,7 @@ func (r *Report) Markdown(f Format) string {
 	var b strings.Builder
 	b.WriteString(top)
 	budget := f.Limit - len(top) - len(footer) - 200
-	left := 0
+	left, truncated := 0, false
 	for _, s := range r.Syncs {
 		if s.Diff == "" {
 			continue
@@ -115,6 +115,7 @@ func (r *Report) Markdown(f Format) string {
 			room := budget - len(open) - len(fence) - len("diff\n") - len(closeTag) - 80
 			diff, note = cutLines(diff, room)
 		}
+		truncated = truncated || note != "" || s.DiffCut
 		block := open + fence + "diff\n" + diff + closeTag + note
 		b.WriteString(block)
 		budget -= len(block)
@@ -122,8 +123,7 @@ func (r *Report) Markdown(f Format) string {
 	if left > 0 {
 		fmt.Fprintf(&b, "\nThe diffs of %d more folders do not fit in a comment.\n", left)
 	}
-	cutSome := left > 0 || strings.Contains(b.String(), "more lines of this diff are not shown") || strings.Contains(b.String(), "(the diff is cut at")
-	if cutSome && footer != "" {
+	if (truncated || left > 0) && footer != "" {
 		b.WriteString(footer)
 	}
 	return b.String()

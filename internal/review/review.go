@@ -116,8 +116,10 @@ type Sync struct {
 	// Changes count what changes, object by object; nil when nothing
 	// does or the render failed.
 	Changes *hydrate.Changes `json:"changes,omitempty"`
-	// Diff is the folder's diff, no Secret's value in it.
-	Diff string `json:"diff,omitempty"`
+	// Diff is the folder's diff, no Secret's value in it; DiffCut says it
+	// was kept to Options.DiffLimit.
+	Diff    string `json:"diff,omitempty"`
+	DiffCut bool   `json:"diffCut,omitempty"`
 	// Error is why the render failed.
 	Error    string   `json:"error,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -193,7 +195,6 @@ func (r *Report) Summary() string {
 
 // clone is one clone of the source repository, and the merge in it.
 type clone struct {
-	repo              *source.Repo
 	base, head, merge source.Commit
 	baseFS, mergeFS   source.FS
 	err               error
@@ -224,7 +225,7 @@ func Run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options)
 	}
 	rep, err := run(ctx, syncs, ch, o, pending)
 	if err != nil {
-		if reviewer != nil && rep == nil {
+		if reviewer != nil {
 			// No pending status left behind: the check says it failed.
 			_ = reviewer.Status(ctx, ch.HeadCommit, forge.Status{Context: StatusContext, State: forge.StateError, Description: "the preview failed: " + err.Error(), TargetURL: o.Post.TargetURL})
 		}
@@ -308,9 +309,6 @@ func run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options,
 	if rep.Unmergeable != "" || len(following) == 0 {
 		return rep, nil
 	}
-	if rep.BaseCommit == "" {
-		return rep, nil
-	}
 
 	// Each sync, pointed at the merge: rendered only where the change
 	// reaches its inputs.
@@ -361,7 +359,7 @@ func run(ctx context.Context, syncs []config.ManifestSync, ch Change, o Options,
 		}
 		d := ms.Spec.Destination
 		s := Sync{Name: ms.Name, Namespace: ms.Namespace, Repo: source.Redact(d.Repo), Branch: res.Branch, Path: d.Path,
-			Diff: res.Diff, Warnings: res.Warnings}
+			Diff: res.Diff, DiffCut: res.DiffCut, Warnings: res.Warnings}
 		if s.Branch == "" {
 			s.Branch = d.Branch
 		}
@@ -435,7 +433,7 @@ func key(ms config.ManifestSync) string { return ms.Namespace + "/" + ms.Name }
 
 // merge resolves the change's base and head in a clone and merges them.
 func merge(ctx context.Context, repo *source.Repo, ch Change) *clone {
-	c := &clone{repo: repo}
+	c := &clone{}
 	var err error
 	if c.base, err = repo.Resolve(ch.Base); err != nil {
 		c.err = fmt.Errorf("the base: %w", err)

@@ -83,11 +83,7 @@ func (r *Repo) Merge(ours, theirs plumbing.Hash) (Commit, error) {
 	sig := object.Signature{Name: "Sluice", Email: "sluice@sluice.dev", When: time.Unix(max(co.Committer.When.Unix(), ct.Committer.When.Unix()), 0).UTC()}
 	c := &object.Commit{Author: sig, Committer: sig, TreeHash: tree, ParentHashes: []plumbing.Hash{ours, theirs},
 		Message: fmt.Sprintf("Merge %s into %s\n", theirs, ours)}
-	obj := r.git.Storer.NewEncodedObject()
-	if err := c.Encode(obj); err != nil {
-		return Commit{}, err
-	}
-	h, err := r.git.Storer.SetEncodedObject(obj)
+	h, err := r.writeCommit(c)
 	if err != nil {
 		return Commit{}, fmt.Errorf("%s: storing the merge: %w", r.loc, err)
 	}
@@ -217,12 +213,7 @@ func (m *merger) trees(base, ours, theirs plumbing.Hash, dir string) (plumbing.H
 	if len(out) == 0 {
 		return plumbing.ZeroHash, nil
 	}
-	sort.Sort(object.TreeEntrySorter(out))
-	obj := m.r.git.Storer.NewEncodedObject()
-	if err := (&object.Tree{Entries: out}).Encode(obj); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return m.r.git.Storer.SetEncodedObject(obj)
+	return m.r.writeTree(out)
 }
 
 // blobs merges a file both sides changed, line by line; false when their
@@ -258,20 +249,7 @@ func (m *merger) blobs(b object.TreeEntry, hb bool, o, t object.TreeEntry) (plum
 	if !ok {
 		return plumbing.ZeroHash, false, nil
 	}
-	obj := m.r.git.Storer.NewEncodedObject()
-	obj.SetType(plumbing.BlobObject)
-	obj.SetSize(int64(len(merged)))
-	w, err := obj.Writer()
-	if err != nil {
-		return plumbing.ZeroHash, false, err
-	}
-	if _, err := w.Write(merged); err != nil {
-		return plumbing.ZeroHash, false, err
-	}
-	if err := w.Close(); err != nil {
-		return plumbing.ZeroHash, false, err
-	}
-	h, err := m.r.git.Storer.SetEncodedObject(obj)
+	h, err := m.r.writeBlob(merged)
 	return h, err == nil, err
 }
 

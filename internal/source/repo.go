@@ -520,6 +520,11 @@ func (r *Repo) readBlob(h plumbing.Hash) ([]byte, error) {
 func (r *Repo) WriteBlob(data []byte) (plumbing.Hash, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.writeBlob(data)
+}
+
+// writeBlob is WriteBlob for a caller holding r.mu.
+func (r *Repo) writeBlob(data []byte) (plumbing.Hash, error) {
 	obj := r.git.Storer.NewEncodedObject()
 	obj.SetType(plumbing.BlobObject)
 	obj.SetSize(int64(len(data)))
@@ -539,10 +544,15 @@ func (r *Repo) WriteBlob(data []byte) (plumbing.Hash, error) {
 // WriteTree stores a tree of the given entries, in git's order whatever
 // their order here, and returns its hash.
 func (r *Repo) WriteTree(entries []object.TreeEntry) (plumbing.Hash, error) {
-	sorted := append([]object.TreeEntry(nil), entries...)
-	sort.Sort(object.TreeEntrySorter(sorted))
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.writeTree(entries)
+}
+
+// writeTree is WriteTree for a caller holding r.mu.
+func (r *Repo) writeTree(entries []object.TreeEntry) (plumbing.Hash, error) {
+	sorted := append([]object.TreeEntry(nil), entries...)
+	sort.Sort(object.TreeEntrySorter(sorted))
 	obj := r.git.Storer.NewEncodedObject()
 	if err := (&object.Tree{Entries: sorted}).Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
@@ -554,6 +564,11 @@ func (r *Repo) WriteTree(entries []object.TreeEntry) (plumbing.Hash, error) {
 func (r *Repo) WriteCommit(c *object.Commit) (plumbing.Hash, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.writeCommit(c)
+}
+
+// writeCommit is WriteCommit for a caller holding r.mu.
+func (r *Repo) writeCommit(c *object.Commit) (plumbing.Hash, error) {
 	obj := r.git.Storer.NewEncodedObject()
 	if err := c.Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
