@@ -46,6 +46,7 @@ type serveFlags struct {
 	dashboardAddr                             string
 	dashboard                                 dashboard.Auth
 	dashReadOnly                              bool
+	dashboardURL                              string
 }
 
 func newServeCmd(s Streams) *cobra.Command {
@@ -104,7 +105,7 @@ dashboard too, each person as themselves.`,
 				WatchLabelSelector: f.selector, LeaderElection: f.leaderElect, LeaderElectionNamespace: f.leaderNS, LeaderElectionID: f.leaderID,
 				GitStallTimeout: f.gitStall, LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
 				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, PprofAddr: f.pprofAddr, Log: log,
-				DashboardAddr: f.dashboardAddr, DashboardAuth: f.dashboard, DashboardReadOnly: f.dashReadOnly,
+				DashboardAddr: f.dashboardAddr, DashboardAuth: f.dashboard, DashboardReadOnly: f.dashReadOnly, DashboardURL: f.dashboardURL,
 				SyncKeySecret: keySecret,
 			})
 			if err != nil && cmd.Context().Err() == nil {
@@ -135,6 +136,7 @@ dashboard too, each person as themselves.`,
 	fl.StringVar(&f.hookAddr, "hook-addr", ":9292", "where webhook receivers (/hook/NAMESPACE/NAME) are served (0: nowhere)")
 	fl.StringVar(&f.dashboardAddr, "dashboard-addr", "0", "where the dashboard is served (0: nowhere); each person logs in with a token the API server accepts and sees and does what RBAC lets them (config/dashboard grants the controller what that needs)")
 	fl.BoolVar(&f.dashReadOnly, "dashboard-read-only", false, "the dashboard offers and accepts no action")
+	fl.StringVar(&f.dashboardURL, "dashboard-url", "", "where people reach the dashboard (https://sluice.example.com): previews of pull requests link their comment and commit status to its page of the pull request")
 	fl.StringVar(&f.dashboard.UserHeader, "dashboard-user-header", "", "header an authenticating proxy passes the user in (e.g. X-Forwarded-User); only when nothing but the proxy reaches the dashboard")
 	fl.StringVar(&f.dashboard.GroupHeader, "dashboard-group-header", "", "header an authenticating proxy passes the user's groups in (e.g. X-Forwarded-Groups)")
 	fl.BoolVar(&f.dashboard.SecureCookies, "dashboard-secure-cookies", false, "mark the login cookie Secure (the dashboard is reached over https)")

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func giteaWeb(t *testing.T) (*testenv.Gitea, *env, Addrs, string, *testenv.Work)
 	t.Helper()
 	g := testenv.StartGitea(t)
 	e := newEnv(t)
-	addrs, _ := e.start()
+	addrs, _ := e.start(func(o *Options) { o.DashboardURL = "https://sluice.example.com/" })
 	url := g.CreateRepo(t, "web")
 	w := testenv.NewWork(t, g.PushURL(url))
 	w.Write(map[string]string{"deploy/web/deployment.yaml": e.expand(deployment, "web")}).Commit("web")
@@ -236,6 +237,20 @@ func TestSourcePullRequestPreviewsOnGitea(t *testing.T) {
 	var pr struct{ Number int }
 	pr.Number = g.OpenPullRequest(t, g.User, g.Password, "web", "change", "main", "a ConfigMap")
 	until(pr.Number, head1, "success: 1 folder changes", "| ✏️ | web | `apps/web` | 1 | 0 | 0 | 0 |")
+	// The status links to the dashboard's page of the pull request, at
+	// its head (a comment cut at the forge's limit says it too).
+	page := fmt.Sprintf("https://sluice.example.com/pulls/%s?repo=%s&base=main&number=%d&head=refs%%2Fpull%%2F%d%%2Fhead&commit=%s",
+		e.ns, neturl.QueryEscape(url), pr.Number, pr.Number, head1)
+	var combined struct {
+		Statuses []struct {
+			Context   string
+			TargetURL string `json:"target_url"`
+		} `json:"statuses"`
+	}
+	g.API(t, "GET", fmt.Sprintf("repos/%s/web/commits/%s/status", g.User, head1), nil, &combined)
+	if len(combined.Statuses) != 1 || combined.Statuses[0].TargetURL != page {
+		t.Errorf("the status links to %+v, want %s", combined.Statuses, page)
+	}
 
 	head2 := w.Write(cm("2")).Commit("v is 2")
 	w.Push("change")

@@ -121,6 +121,10 @@ type Options struct {
 	DashboardAddr     string
 	DashboardAuth     dashboard.Auth
 	DashboardReadOnly bool
+	// DashboardURL, if set, is where people reach the dashboard (through
+	// their Ingress or proxy): a preview's comment and commit status
+	// link to its page of the pull request.
+	DashboardURL string
 	// SyncKeySecret is the Secret whose "key" is the sync key the values
 	// charts generate, and encrypted Secrets' digests, derive from (see
 	// package synckey); the default is sluice-sync-key in the
@@ -343,7 +347,7 @@ func Run(ctx context.Context, o Options) error {
 		direct(targets, ch.At, v1alpha1.RequestForImages)
 	}
 	if l, ok := listeners["hook"]; ok {
-		pv := &previews{ctx: ctx, log: o.Log, running: map[string]bool{}, waiting: map[string]previewJob{}, limited: map[string]time.Time{}}
+		pv := &previews{ctx: ctx, log: o.Log, dashboard: strings.TrimSuffix(o.DashboardURL, "/"), running: map[string]bool{}, waiting: map[string]previewJob{}, limited: map[string]time.Time{}}
 		h := &hooks{client: mgr.GetClient(), direct: direct, secrets: sec, log: o.Log, now: o.Now,
 			preview: func(ns string, ev pullRequestEvent, syncs []*v1alpha1.ManifestSync) {
 				pv.queue(msr, ns, ev, syncs)

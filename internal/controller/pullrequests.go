@@ -15,6 +15,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
+	"sluice.dev/sluice/internal/dashboard"
 	"sluice.dev/sluice/internal/forge"
 	"sluice.dev/sluice/internal/review"
 	"sluice.dev/sluice/internal/source"
@@ -168,11 +169,14 @@ func short12(sha string) string {
 // previews runs the previews webhooks ask for, in the background: one at
 // a time per pull request, a newer head replacing one still waiting.
 type previews struct {
-	ctx     context.Context
-	log     *slog.Logger
-	mu      sync.Mutex
-	running map[string]bool
-	waiting map[string]previewJob
+	ctx context.Context
+	log *slog.Logger
+	// dashboard is the dashboard's URL, to link to its page of the pull
+	// request ("" links nowhere).
+	dashboard string
+	mu        sync.Mutex
+	running   map[string]bool
+	waiting   map[string]previewJob
 	// limited are the forges (by host) holding requests back, and until
 	// when: a preview for one waits that out rather than ask again.
 	limited map[string]time.Time
@@ -250,6 +254,11 @@ func (p *previews) run(j previewJob) {
 	repo, _, _ := strings.Cut(syncs[0].Spec.Source.Repo, "?")
 	format := review.Format{Limit: commentLimits[j.ev.Forge],
 		More: fmt.Sprintf("The whole preview: `sluice preview -f SYNCS --base %s --head %s`.", j.ev.Base, j.ev.Ref)}
+	target := ""
+	if p.dashboard != "" {
+		target = p.dashboard + dashboard.PullPath(j.ns, repo, j.ev.Base, j.ev.Ref, j.ev.Head, j.ev.Number)
+		format.More = fmt.Sprintf("The whole preview: [the dashboard's page](%s), or `sluice preview -f SYNCS --base %s --head %s`.", target, j.ev.Base, j.ev.Ref)
+	}
 	host := source.HostOf(repo)
 	p.mu.Lock()
 	until := p.limited[host]
@@ -266,7 +275,7 @@ func (p *previews) run(j previewJob) {
 	// as it is now.
 	ctx := source.ContextWithNotBefore(p.ctx, j.at)
 	rep, err := review.Run(ctx, syncs, review.Change{Repo: repo, Base: j.ev.Base, Head: j.ev.Ref, HeadCommit: j.ev.Head},
-		review.Options{Hydrate: o, Untrusted: j.ev.Fork, DiffLimit: 2 * format.Limit, Post: &review.Post{Forge: j.ev.Forge, Number: j.ev.Number, Format: format}})
+		review.Options{Hydrate: o, Untrusted: j.ev.Fork, DiffLimit: 2 * format.Limit, Post: &review.Post{Forge: j.ev.Forge, Number: j.ev.Number, Format: format, TargetURL: target}})
 	previewDuration.Observe(time.Since(start).Seconds())
 	var limited *forge.RateLimitedError
 	if errors.As(err, &limited) {

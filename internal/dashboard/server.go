@@ -197,7 +197,7 @@ func (s *Server) parse() error {
 		return err
 	}
 	s.pages = map[string]*template.Template{}
-	for _, page := range []string{"syncs.html", "sync.html", "sessions.html", "session.html", "history.html", "changes.html", "login.html", "takeovers.html", "images.html", "branches.html", "branch.html"} {
+	for _, page := range []string{"syncs.html", "sync.html", "sessions.html", "session.html", "history.html", "changes.html", "login.html", "takeovers.html", "images.html", "branches.html", "branch.html", "pull.html"} {
 		t, err := template.Must(base.Clone()).ParseFS(web, "web/"+page)
 		if err != nil {
 			return err
@@ -229,6 +229,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /takeovers/{namespace}/{name}/release", s.action(back, s.releaseLock))
 	s.mux.HandleFunc("POST /takeovers/{namespace}/{name}/extend", s.action(back, s.extendLock))
 	s.mux.HandleFunc("GET /images", s.images)
+	s.mux.HandleFunc("GET /pulls/{namespace}", s.pull)
 	s.mux.HandleFunc("GET /branches", s.branches)
 	s.mux.HandleFunc("GET /branch", s.branch)
 	s.mux.HandleFunc("GET /sessions", s.sessions)
