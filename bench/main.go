@@ -73,8 +73,10 @@ func main() {
 		mainFlux()
 	case "preview":
 		mainPreview()
+	case "preview-serve":
+		mainPreviewServe()
 	default:
-		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve, soak, flux, dashboard, preview)\n", mode)
+		fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (hydrate, render, apply, run, takeover, serve, soak, flux, dashboard, preview, preview-serve)\n", mode)
 		os.Exit(2)
 	}
 }

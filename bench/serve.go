@@ -170,6 +170,9 @@ spec:
 // (git fast-import: seconds for thousands), each changing one file of
 // its own folder, and checks them out.
 func addHistory(dir string, n int) error {
+	if n == 0 {
+		return nil
+	}
 	var b bytes.Buffer
 	for i := 1; i <= n; i++ {
 		data := fmt.Sprintf("change %d\n", i)

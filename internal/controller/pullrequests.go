@@ -276,7 +276,9 @@ func (p *previews) run(j previewJob) {
 	ctx := source.ContextWithNotBefore(p.ctx, j.at)
 	rep, err := review.Run(ctx, syncs, review.Change{Repo: repo, Base: j.ev.Base, Head: j.ev.Ref, HeadCommit: j.ev.Head},
 		review.Options{Hydrate: o, Untrusted: j.ev.Fork, DiffLimit: 2 * format.Limit, Post: &review.Post{Forge: j.ev.Forge, Number: j.ev.Number, Format: format, TargetURL: target}})
-	previewDuration.Observe(time.Since(start).Seconds())
+	// From the webhook, waits included: what the pull request's author
+	// waits for.
+	previewDuration.Observe(time.Since(j.at).Seconds())
 	var limited *forge.RateLimitedError
 	if errors.As(err, &limited) {
 		p.mu.Lock()
@@ -289,5 +291,5 @@ func (p *previews) run(j previewJob) {
 	}
 	changed, failed := rep.Counts()
 	log.Info("preview", "reached", len(rep.Syncs), "following", rep.Following, "changed", changed, "failed", failed,
-		"unmergeable", rep.Unmergeable != "", "elapsed", time.Since(start))
+		"unmergeable", rep.Unmergeable != "", "elapsed", time.Since(start), "sinceWebhook", time.Since(j.at))
 }
