@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Domain is whom a render belongs to. The renders of one namespace's
@@ -219,14 +217,7 @@ func (w *worker) prepare() error {
 	// peak reported is the worker's since it started.
 	os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 	soft := uint64(math.Ceil(w.cpuBase.Seconds())) + cpuSeconds(w.limits.CPU)
-	var cur unix.Rlimit
-	if err := unix.Prlimit(pid, unix.RLIMIT_CPU, nil, &cur); err != nil {
-		return err
-	}
-	if soft >= cur.Max {
-		return fmt.Errorf("the worker has used its CPU time")
-	}
-	return unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: soft, Max: cur.Max}, nil)
+	return setCPUSoft(pid, soft)
 }
 
 // cpuSeconds is a CPU-time limit in whole seconds, rounded up.

@@ -347,7 +347,7 @@ func (s *Sandbox) spawn(limits Limits, warm bool) (*worker, error) {
 			fmt.Sprintf("GOMEMLIMIT=%d", min(limits.Memory*3/4, 256<<20)),
 			"GOTRACEBACK=single",
 		}, startupDirs()...), s.env...),
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		SysProcAttr: workerProcAttr(),
 	}
 	err = s.spawner.start(cmd)
 	inR.Close()

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -202,4 +203,23 @@ func setLimits(pid int, addressSpace int64, cpuSoft, cpuHard uint64) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// workerProcAttr starts a worker in a process group of its own (killed
+// as one), killed when this process dies.
+func workerProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// setCPUSoft moves a warm worker's soft CPU limit to soft seconds, within
+// its hard limit.
+func setCPUSoft(pid int, soft uint64) error {
+	var cur unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_CPU, nil, &cur); err != nil {
+		return err
+	}
+	if soft >= cur.Max {
+		return fmt.Errorf("the worker has used its CPU time")
+	}
+	return unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: soft, Max: cur.Max}, nil)
 }
