@@ -11,6 +11,10 @@ import (
 	"runtime/trace"
 	"syscall"
 
+	// Mozilla's roots, for a system that has none: the release's image
+	// carries nothing but the binaries.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"sluice.dev/sluice/internal/sandbox"
 )
 

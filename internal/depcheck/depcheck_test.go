@@ -38,6 +38,8 @@ var layers = map[string][]string{
 	"internal/session":     {"internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster", "internal/deploy", "internal/owner", "internal/hooks"},
 	"internal/deploy":      {"internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/render", "internal/cluster", "internal/hooks", "internal/synckey"},
 	"internal/forge":       {"internal/egress", "api/v1alpha1"},
+	// Makes releases of Sluice; nothing of Sluice runs in it.
+	"internal/release": {},
 	"internal/hydrate": {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/forge",
 		"internal/render", "internal/pin", "internal/destination", "internal/signing", "internal/imagesig", "internal/synckey", "internal/hooks", "internal/secrets"},
 	// The dashboard reads what the controller and sessions write.
