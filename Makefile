@@ -52,14 +52,17 @@ image: bin/image/sluice
 	$(GO) run ./cmd/sluice build -f config/image/sluice.yaml
 
 # The DeepCopy methods and the CRDs, from the types in api/v1alpha1, and
-# the controller's ClusterRole from its rbac markers (a test fails when
-# they are not up to date). RunConfig is a file of the
+# the controller's ClusterRole from its rbac markers, with the Helm
+# chart's copies of both (tests fail when they are not up to date). RunConfig is a file of the
 # command line, not a resource of the cluster: it gets no CRD.
 generate:
 	$$(hack/controller-gen/build.sh) object paths=./api/...
 	$$(hack/controller-gen/build.sh) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	rm -f config/crd/bases/sluice.dev_runconfigs.yaml
 	$$(hack/controller-gen/build.sh) rbac:roleName=sluice-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
+	rm -f charts/sluice/files/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/sluice/files/crds/
+	cp config/rbac/role.yaml charts/sluice/files/role.yaml
 
 # A release of the work tree, as the release workflow makes one
 # (.github/workflows/release.yaml) but with nothing outside: every
@@ -73,7 +76,7 @@ generate:
 RELEASE_PLATFORMS ?= linux/amd64,linux/arm64
 release-snapshot:
 	rm -rf dist
-	$(GO) run ./hack/release -snapshot -out dist -platforms "$(RELEASE_PLATFORMS)" -cosign $$(hack/cosign/build.sh) -sbom $$(hack/cyclonedx-gomod/build.sh)
+	$(GO) run ./hack/release -snapshot -out dist -platforms "$(RELEASE_PLATFORMS)" -cosign $$(hack/cosign/build.sh) -sbom $$(hack/cyclonedx-gomod/build.sh) -helm $$(hack/helm/build.sh)
 
 test: tools release-snapshot
 	$(GO) vet ./...

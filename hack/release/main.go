@@ -46,14 +46,15 @@ func main() {
 	snapshot := flag.Bool("snapshot", false, "a release of the work tree, pushed and signed here (see above)")
 	cosign := flag.String("cosign", "cosign", "the cosign binary")
 	sbom := flag.String("sbom", "cyclonedx-gomod", "the cyclonedx-gomod binary")
+	helm := flag.String("helm", "helm", "the helm binary (packages and pushes charts/sluice)")
 	flag.Parse()
-	if err := run(*version, *image, *out, *platforms, *cosign, *sbom, *snapshot); err != nil {
+	if err := run(*version, *image, *out, *platforms, *cosign, *sbom, *helm, *snapshot); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
 	}
 }
 
-func run(version, image, out, platforms, cosign, sbom string, snapshot bool) error {
+func run(version, image, out, platforms, cosign, sbom, helm string, snapshot bool) error {
 	ctx := context.Background()
 	git := func(args ...string) (string, error) {
 		b, err := exec.Command("git", args...).Output()
@@ -71,12 +72,13 @@ func run(version, image, out, platforms, cosign, sbom string, snapshot bool) err
 	if err != nil {
 		return err
 	}
-	dirty, _ := git("status", "--porcelain", "--untracked-files=no")
+	// As Go stamps a build modified: untracked files count.
+	dirty, _ := git("status", "--porcelain")
 	if dirty != "" && !snapshot {
 		return fmt.Errorf("the work tree has changes: a release is of a commit")
 	}
 	dir, _ := os.Getwd()
-	o := release.Options{Version: version, Commit: commit, CommitTime: at.UTC(), Dir: dir, Out: out, SBOM: sbom, Image: image, Cosign: cosign, Log: os.Stderr}
+	o := release.Options{Version: version, Commit: commit, CommitTime: at.UTC(), Dir: dir, Out: out, SBOM: sbom, Image: image, Cosign: cosign, Helm: helm, Chart: "charts/sluice", Log: os.Stderr}
 	if platforms != "" {
 		o.Platforms = nil
 		for _, p := range strings.Split(platforms, ",") {
@@ -132,6 +134,7 @@ func run(version, image, out, platforms, cosign, sbom string, snapshot bool) err
 		return fmt.Errorf("cosign generate-key-pair: %w\n%s", err, b)
 	}
 	o.Key, o.CosignArgs = filepath.Join(keys, "cosign.key"), []string{"--allow-http-registry", "--allow-insecure-registry"}
+	o.HelmArgs = []string{"--plain-http"}
 	m, err := release.Run(ctx, o)
 	if err != nil {
 		return err
@@ -142,6 +145,13 @@ func run(version, image, out, platforms, cosign, sbom string, snapshot bool) err
 	}
 	if err := os.WriteFile(filepath.Join(out, "cosign.pub"), pub, 0o644); err != nil {
 		return err
+	}
+	// The chart as a team pulls it from the registry.
+	pulled := filepath.Join(keys, "pulled")
+	os.MkdirAll(pulled, 0o755)
+	pull := exec.Command(helm, "pull", m.Chart, "--plain-http", "--destination", pulled)
+	if b, err := pull.CombinedOutput(); err != nil {
+		return fmt.Errorf("helm pull %s: %w\n%s", m.Chart, err, b)
 	}
 	// The registry ends with this process: the image and what refers to
 	// it (cosign's signature bundle) are kept as an OCI layout.

@@ -68,6 +68,12 @@ type Options struct {
 	// registry (--allow-http-registry for one on loopback).
 	Cosign, Key string
 	CosignArgs  []string
+	// Helm, if set, is the helm binary that packages the chart (Chart,
+	// under Dir) as the release's version and, with Image set, pushes it
+	// as an OCI chart beside the image (HelmArgs added: --plain-http for
+	// a registry on loopback).
+	Helm, Chart string
+	HelmArgs    []string
 	// Log receives what each step does; nil discards it.
 	Log io.Writer
 }
@@ -91,7 +97,9 @@ type Manifest struct {
 	// platforms.
 	Image          string   `json:"image,omitempty"`
 	ImagePlatforms []string `json:"imagePlatforms,omitempty"`
-	Signed         bool     `json:"signed"`
+	// Chart is the Helm chart pushed, "oci://repository/sluice:version".
+	Chart  string `json:"chart,omitempty"`
+	Signed bool   `json:"signed"`
 }
 
 // BuildID is the identity both binaries of a release are linked with
@@ -147,6 +155,13 @@ func Run(ctx context.Context, o Options) (*Manifest, error) {
 			m.Artifacts = append(m.Artifacts, a)
 		}
 	}
+	if o.Helm != "" {
+		a, err := packageChart(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		m.Artifacts = append(m.Artifacts, a)
+	}
 	sums, err := checksums(o.Out, m.Artifacts)
 	if err != nil {
 		return nil, err
@@ -166,6 +181,11 @@ func Run(ctx context.Context, o Options) (*Manifest, error) {
 		m.Image = ref
 		for _, p := range linux {
 			m.ImagePlatforms = append(m.ImagePlatforms, p.String())
+		}
+		if o.Helm != "" {
+			if m.Chart, err = pushChart(ctx, o); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if o.Cosign != "" {
@@ -308,4 +328,32 @@ func artifact(dir, name, kind, platform string) (Artifact, error) {
 		return Artifact{}, err
 	}
 	return Artifact{Name: name, Kind: kind, Platform: platform, SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+}
+
+// ChartName is the packaged chart: its version is the release's.
+func ChartName(version string) string {
+	return "sluice-" + strings.TrimPrefix(version, "v") + ".tgz"
+}
+
+// packageChart packages the chart as the release's version, its image
+// the release's (appVersion).
+func packageChart(ctx context.Context, o Options) (Artifact, error) {
+	v := strings.TrimPrefix(o.Version, "v")
+	cmd := exec.CommandContext(ctx, o.Helm, "package", filepath.Join(o.Dir, o.Chart), "--version", v, "--app-version", o.Version, "--destination", o.Out)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return Artifact{}, fmt.Errorf("helm package: %w\n%s", err, out)
+	}
+	return artifact(o.Out, ChartName(o.Version), "chart", "")
+}
+
+// pushChart pushes the packaged chart beside the image: Image's parent
+// repository + "/charts/sluice".
+func pushChart(ctx context.Context, o Options) (string, error) {
+	parent := o.Image[:strings.LastIndex(o.Image, "/")]
+	args := append([]string{"push", filepath.Join(o.Out, ChartName(o.Version)), "oci://" + parent + "/charts"}, o.HelmArgs...)
+	cmd := exec.CommandContext(ctx, o.Helm, args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("helm push: %w\n%s", err, out)
+	}
+	return "oci://" + parent + "/charts/sluice:" + strings.TrimPrefix(o.Version, "v"), nil
 }

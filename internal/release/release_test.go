@@ -411,7 +411,7 @@ func TestTheReleaseIsReproducible(t *testing.T) {
 	dir, m := snapshot(t)
 	data, err := os.ReadFile(filepath.Join(dir, "reproduced.json"))
 	if os.IsNotExist(err) {
-		if out, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); len(out) > 0 {
+		if out, _ := exec.Command("git", "status", "--porcelain").Output(); len(out) > 0 {
 			t.Skip("the work tree has changes: the snapshot did not check reproducibility (a clean clone does)")
 		}
 		t.Fatal("a snapshot of a clean tree without reproduced.json: make release-snapshot checks it")
@@ -429,5 +429,21 @@ func TestTheReleaseIsReproducible(t *testing.T) {
 		if r.Commit != m.Commit || r.SHA256[b] != hex.EncodeToString(h[:]) {
 			t.Errorf("%s: built again %s at %s; the release's is %x", b, r.SHA256[b], r.Commit, h)
 		}
+	}
+}
+
+// The chart: packaged as the release's version, its image the release's,
+// pushed as an OCI chart beside the image.
+func TestTheReleasesChart(t *testing.T) {
+	dir, m := snapshot(t)
+	if !strings.HasPrefix(m.Chart, "oci://") || !strings.HasSuffix(m.Chart, "/charts/sluice:"+strings.TrimPrefix(m.Version, "v")) {
+		t.Errorf("the chart was pushed as %q", m.Chart)
+	}
+	out, err := exec.Command(testenv.HelmBinary(t), "template", "sluice", filepath.Join(dir, ChartName(m.Version))).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template of the packaged chart: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "image: ghcr.io/sluice-dev/sluice:"+m.Version+"\n") {
+		t.Errorf("the packaged chart does not run the release's image %s", m.Version)
 	}
 }
