@@ -227,7 +227,7 @@ func reproduce(o release.Options, file string) error {
 	}
 	defer exec.Command("git", "worktree", "remove", "--force", tree).Run()
 	bin := filepath.Join(tmp, "bin") + string(filepath.Separator)
-	args := []string{"build", "-trimpath", "-ldflags", release.LDFlags(o.Version, o.Commit), "-o", bin}
+	args := append(release.BuildFlags(o.Version, o.Commit), "-o", bin)
 	for _, b := range release.Binaries {
 		args = append(args, "./cmd/"+b)
 	}

@@ -117,6 +117,13 @@ func LDFlags(version, commit string) string {
 		"-X", "sluice.dev/sluice/internal/sandbox.build=" + BuildID(version, commit)}, " ")
 }
 
+// BuildFlags are a release build's flags: no paths (-trimpath), no VCS
+// stamp (a build from a tarball, a clone or a worktree of the tag gives
+// the same bytes; the version and commit are linked in), LDFlags.
+func BuildFlags(version, commit string) []string {
+	return []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", LDFlags(version, commit)}
+}
+
 // Run makes the release into o.Out.
 func Run(ctx context.Context, o Options) (*Manifest, error) {
 	if o.Version == "" || len(o.Commit) != 40 || o.Dir == "" || o.Out == "" || o.SBOM == "" {
@@ -206,7 +213,7 @@ func BinaryDir(p Platform) string { return "sluice_" + p.OS + "_" + p.Arch }
 func build(ctx context.Context, o Options, p Platform) error {
 	out := filepath.Join(o.Out, BinaryDir(p))
 	fmt.Fprintf(o.Log, "building %s for %s\n", strings.Join(Binaries, " and "), p)
-	args := []string{"build", "-trimpath", "-ldflags", LDFlags(o.Version, o.Commit), "-o", out + string(filepath.Separator)}
+	args := append(BuildFlags(o.Version, o.Commit), "-o", out+string(filepath.Separator))
 	for _, b := range Binaries {
 		args = append(args, "./cmd/"+b)
 	}
