@@ -185,7 +185,7 @@ func runPreviewServe(tb *benchTB, syncs, touch, prs, history int, idle time.Dura
 	if err := waitFor(2*time.Minute, func() bool { return strings.Contains(comment(number), "`"+head[:7]+"`") }); err != nil {
 		return fmt.Errorf("no preview of the opened pull request (see %s)", logf.Name())
 	}
-	sum0, count0 := metricOf(metrics, "sluice_preview_duration_seconds_sum"), metricOf(metrics, "sluice_preview_duration_seconds_count")
+	sum0, count0 := metricAt(metrics, "sluice_preview_duration_seconds_sum"), metricAt(metrics, "sluice_preview_duration_seconds_count")
 	var lat, delivery, toComment []time.Duration
 	for i := 1; i <= prs; i++ {
 		head := push(i)
@@ -203,7 +203,7 @@ func runPreviewServe(tb *benchTB, syncs, touch, prs, history int, idle time.Dura
 			return fmt.Errorf("push %d: the comment does not say %q:\n%s", i, want, body)
 		}
 	}
-	sum, count := metricOf(metrics, "sluice_preview_duration_seconds_sum")-sum0, metricOf(metrics, "sluice_preview_duration_seconds_count")-count0
+	sum, count := metricAt(metrics, "sluice_preview_duration_seconds_sum")-sum0, metricAt(metrics, "sluice_preview_duration_seconds_count")-count0
 	idleAfter := idleCPU()
 
 	// The baseline: the CI route, `sluice preview` of the same pull
@@ -253,11 +253,6 @@ func waitFor(d time.Duration, f func() bool) error {
 			return fmt.Errorf("not within %s", d)
 		}
 	}
-}
-
-func metricOf(addr, name string) float64 {
-	s := &serveBench{metrics: addr}
-	return s.metric(name)
 }
 
 // webhookAfter is when the controller's log says a webhook triggered

@@ -254,8 +254,11 @@ func procStat(pid int) (time.Duration, int64) {
 }
 
 // metric sums a counter of the controller's /metrics (all its labels).
-func (s *serveBench) metric(name string) float64 {
-	resp, err := http.Get("http://" + s.metrics + "/metrics")
+func (s *serveBench) metric(name string) float64 { return metricAt(s.metrics, name) }
+
+// metricAt sums a counter of the /metrics a controller serves at addr.
+func metricAt(addr, name string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return -1
 	}

@@ -96,8 +96,8 @@ func TestTheChartIsTheKustomizeInstall(t *testing.T) {
 		}
 		// The kustomize install sets the namespace on every namespaced
 		// object; helm install puts them in the release's.
-		if _, ok := fromConfig[fmt.Sprintf("%s/%s", o["kind"], meta["name"])]; ok {
-			if ns, ok := fromConfig[fmt.Sprintf("%s/%s", o["kind"], meta["name"])]["metadata"].(map[string]any)["namespace"]; ok {
+		if want, ok := fromConfig[fmt.Sprintf("%s/%s", o["kind"], meta["name"])]; ok {
+			if ns, ok := want["metadata"].(map[string]any)["namespace"]; ok {
 				meta["namespace"] = ns
 			}
 		}

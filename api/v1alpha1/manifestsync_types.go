@@ -360,6 +360,13 @@ func (d Destination) PullRequestBranch() string {
 	return "sluice/pr/" + d.Branch
 }
 
+// Follows reports whether the source may follow branch: its ref names
+// the branch (short, or as refs/heads/), or is empty (the repository's
+// default branch, which only a clone tells).
+func (s Source) Follows(branch string) bool {
+	return s.Ref == "" || s.Ref == branch || s.Ref == "refs/heads/"+branch
+}
+
 // ReviewBranch is the branch a sync in branch mode pushes to.
 func (d Destination) ReviewBranch(sync string) string {
 	return "sluice/" + d.Branch + "/" + sync

@@ -146,7 +146,7 @@ func (h *hooks) pullRequest(ctx context.Context, ns, kind, event string, body []
 		}
 		for i := range list.Items {
 			ms := &list.Items[i]
-			if ref := ms.Spec.Source.Ref; (ref == "" || ref == ev.Base || ref == "refs/heads/"+ev.Base) && !seen[ms.Name] {
+			if ms.Spec.Source.Follows(ev.Base) && !seen[ms.Name] {
 				seen[ms.Name] = true
 				syncs = append(syncs, ms)
 			}

@@ -138,7 +138,7 @@ func (s *Server) pull(w http.ResponseWriter, r *http.Request) {
 		if err != nil || loc.IsLocal() || loc.Repository() != want.Repository() {
 			continue
 		}
-		if ref := ms.Spec.Source.Ref; ref == "" || ref == q.Base || ref == "refs/heads/"+q.Base {
+		if ms.Spec.Source.Follows(q.Base) {
 			syncs, repo = append(syncs, ms), ms.Spec.Source.Repo
 		}
 	}

@@ -12,9 +12,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"log"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +21,6 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -361,27 +357,17 @@ func imageFiles(t *testing.T, img v1.Image) map[string][]byte {
 // this process and returns the index's repository@digest.
 func serve(t *testing.T, idx v1.ImageIndex, referrers []v1.Image, tag string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	repo := l.Addr().String() + "/sluice-dev/sluice"
-	r, _ := name.ParseReference(repo+":"+tag, name.Insecure)
-	if err := remote.WriteIndex(r, idx); err != nil {
-		t.Fatal(err)
-	}
+	reg := testenv.NewRegistry(t)
+	repo := reg.Host + "/sluice-dev/sluice"
+	d := reg.PushIndex(t, "sluice-dev/sluice:"+tag, idx)
 	for _, img := range referrers {
-		d, _ := img.Digest()
-		dr, _ := name.NewDigest(repo+"@"+d.String(), name.Insecure)
-		if err := remote.Write(dr, img); err != nil {
+		rd, _ := img.Digest()
+		ref, _ := name.NewDigest(repo + "@" + rd.String())
+		if err := remote.Write(ref, img); err != nil {
 			t.Fatal(err)
 		}
 	}
-	d, _ := idx.Digest()
-	return repo + "@" + d.String()
+	return repo + "@" + d
 }
 
 // The checksums' signature: the real cosign verifies the sums with the

@@ -22,18 +22,18 @@ func sign(ctx context.Context, o Options, image string) (Artifact, error) {
 		// (no transparency log, no TUF-provided signing config).
 		by = append(by, "--key", o.Key, "--tlog-upload=false", "--use-signing-config=false")
 	}
-	run := func(registry bool, args ...string) error {
-		args = append(args[:1:1], append(by, args[1:]...)...)
+	run := func(registry bool, verb string, rest ...string) error {
+		args := append([]string{verb}, by...)
 		if registry {
-			args = append(args[:1:1], append(o.CosignArgs, args[1:]...)...)
+			args = append(args, o.CosignArgs...)
 		}
-		cmd := exec.CommandContext(ctx, o.Cosign, args...)
+		cmd := exec.CommandContext(ctx, o.Cosign, append(args, rest...)...)
 		cmd.Env = os.Environ()
 		if o.Key != "" && os.Getenv("COSIGN_PASSWORD") == "" {
 			cmd.Env = append(cmd.Env, "COSIGN_PASSWORD=")
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("cosign %s: %w\n%s", args[0], err, out)
+			return fmt.Errorf("cosign %s: %w\n%s", verb, err, out)
 		}
 		return nil
 	}
