@@ -114,17 +114,21 @@ func TestExternalBuilderRefusesATreeThatClimbsOut(t *testing.T) {
 	img := f.image(t, "climb", "  builder: {command: [\"true\"]}\n")
 	img.Spec.Source[0].Repo, img.Spec.Source[0].Ref = repoDir, "main"
 	img.Spec.Source[0].Mappings = nil
-	before, _ := os.ReadDir(os.TempDir())
+	// A private temporary directory: other packages' tests share /tmp
+	// and would be counted as left by this checkout.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	before, _ := os.ReadDir(tmp)
 	res := f.b.Build(context.Background(), []config.Image{img}, Options{})[0]
 	if res.Err == nil || !strings.Contains(res.Err.Error(), `entry named ".."`) {
 		t.Fatalf("a tree with ..: %v", res.Err)
 	}
-	if _, err := os.Stat(filepath.Join(os.TempDir(), "evil")); err == nil {
+	if _, err := os.Stat(filepath.Join(tmp, "evil")); err == nil {
 		t.Error("the checkout wrote outside its directory")
 	}
-	after, _ := os.ReadDir(os.TempDir())
+	after, _ := os.ReadDir(tmp)
 	if len(after) > len(before) {
-		t.Errorf("the refused checkout left %d entries in %s", len(after)-len(before), os.TempDir())
+		t.Errorf("the refused checkout left %d entries in %s", len(after)-len(before), tmp)
 	}
 }
 
