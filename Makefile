@@ -54,11 +54,12 @@ image: bin/image/sluice
 # The DeepCopy methods and the CRDs, from the types in api/v1alpha1, and
 # the controller's ClusterRole from its rbac markers, with the Helm
 # chart's copies of both (tests fail when they are not up to date). RunConfig is a file of the
-# command line, not a resource of the cluster: it gets no CRD.
+# command line, not a resource of the cluster: its schema goes to
+# config/crd/files for the API reference, not into the install.
 generate:
 	$$(hack/controller-gen/build.sh) object paths=./api/...
 	$$(hack/controller-gen/build.sh) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	rm -f config/crd/bases/sluice.dev_runconfigs.yaml
+	mv config/crd/bases/sluice.dev_runconfigs.yaml config/crd/files/
 	$$(hack/controller-gen/build.sh) rbac:roleName=sluice-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	rm -f charts/sluice/files/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/sluice/files/crds/

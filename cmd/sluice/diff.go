@@ -91,7 +91,7 @@ Exit codes: 0 nothing would change (namespaces alike), 1 something would
 	cmd.Flags().StringVar(&f.against, "against", "", "compare the objects of --namespace with those of this namespace")
 	cmd.Flags().StringVar(&f.inventory, "inventory", "", "the ApplySet inventory whose members the set no longer has would be deleted")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
-	cmd.Flags().StringVar(&f.asOwner, "as-owner", "", "render PATH as this Flux Kustomization ([Kustomization/]NAMESPACE/NAME) applies it (default: the one whose source and path are PATH's; none: as it is)")
+	cmd.Flags().StringVar(&f.asOwner, "as-owner", "", "render PATH as this Flux Kustomization ([Kustomization/]NAMESPACE/NAME) or Argo CD Application (Application/NAMESPACE/NAME) applies it (default: the one whose source and path are PATH's; none: as it is)")
 	return cmd
 }
 

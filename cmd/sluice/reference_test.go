@@ -160,9 +160,17 @@ func cell(s string) string {
 
 // apiReference is every field of every kind, from the CRDs.
 func apiReference(t *testing.T) string {
-	crds, err := crd.Objects()
+	crds, err := crd.Described()
 	if err != nil {
 		t.Fatal(err)
+	}
+	installed, err := crd.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	onCluster := map[string]bool{}
+	for _, c := range installed {
+		onCluster[c.Spec.Names.Kind] = true
 	}
 	sort.Slice(crds, func(i, j int) bool { return crds[i].Spec.Names.Kind < crds[j].Spec.Names.Kind })
 	var b strings.Builder
@@ -179,11 +187,16 @@ func apiReference(t *testing.T) string {
 			if s.Description != "" {
 				b.WriteString(strings.TrimSpace(s.Description) + "\n\n")
 			}
-			fmt.Fprintf(&b, "`apiVersion: %s/%s`, `kind: %s`, %s (`kubectl get %s`", c.Spec.Group, v.Name, c.Spec.Names.Kind, strings.ToLower(string(c.Spec.Scope)), c.Spec.Names.Plural)
-			if len(c.Spec.Names.ShortNames) > 0 {
-				fmt.Fprintf(&b, ", short name `%s`", strings.Join(c.Spec.Names.ShortNames, "`, `"))
+			if onCluster[c.Spec.Names.Kind] {
+				fmt.Fprintf(&b, "`apiVersion: %s/%s`, `kind: %s`, %s (`kubectl get %s`", c.Spec.Group, v.Name, c.Spec.Names.Kind, strings.ToLower(string(c.Spec.Scope)), c.Spec.Names.Plural)
+				if len(c.Spec.Names.ShortNames) > 0 {
+					fmt.Fprintf(&b, ", short name `%s`", strings.Join(c.Spec.Names.ShortNames, "`, `"))
+				}
+				b.WriteString(").\n\n")
+			} else {
+				fmt.Fprintf(&b, "`apiVersion: %s/%s`, `kind: %s`: a file the command line reads (`sluice run -f FILE`), never a resource of the cluster (no CRD is installed for it).\n\n", c.Spec.Group, v.Name, c.Spec.Names.Kind)
 			}
-			b.WriteString(").\n\n| field | type | default | validation | description |\n|---|---|---|---|---|\n")
+			b.WriteString("| field | type | default | validation | description |\n|---|---|---|---|---|\n")
 			for _, name := range []string{"spec", "status"} {
 				if p, ok := s.Properties[name]; ok {
 					fields(&b, name, p, slices.Contains(s.Required, name))

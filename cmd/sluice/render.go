@@ -53,7 +53,7 @@ func newRenderCmd(s Streams) *cobra.Command {
 	fl.BoolVar(&f.helmTests, "helm-tests", false, "with --deployer, keep a chart's test hooks")
 	fl.StringVar(&f.syncKey, "sync-key", "", "with --deployer, the sync key the chart's generated values derive from (default: $SLUICE_SYNC_KEY)")
 	fl.StringVar(&f.sync, "sync", "", "with --deployer, the ManifestSync whose generated values to give (default: the release name)")
-	fl.StringVar(&f.asOwner, "as-owner", "", "render as this Flux Kustomization ([Kustomization/]NAMESPACE/NAME) of the cluster applies PATH (postBuild substitution, decryption, targetNamespace, patches...); auto: the one whose source and path are PATH's")
+	fl.StringVar(&f.asOwner, "as-owner", "", "render as this Flux Kustomization ([Kustomization/]NAMESPACE/NAME) or Argo CD Application (Application/NAMESPACE/NAME) of the cluster applies PATH (postBuild substitution, decryption, targetNamespace, patches...); auto: the one whose source and path are PATH's")
 	f.kube.addConnection(fl)
 	f.render.add(fl, false)
 	f.limits.add(fl)

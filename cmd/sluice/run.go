@@ -100,7 +100,7 @@ deploys is rendered with that HelmRelease's values unless --values is given.`,
 	fl.StringVar(&f.pause, "pause", "object", "object: pause only the objects the session changes where the owner's controller honours it (a Flux Kustomization), else the owner; owner: suspend every owner")
 	fl.StringArrayVar(&f.values, "values", nil, "a values file for a chart (repeatable); without it, the HelmRelease's values")
 	fl.StringVar(&f.helmRelease, "helm-release", "", "the HelmRelease (NAMESPACE/NAME) whose values a chart renders with (default: the one deploying it)")
-	fl.StringVar(&f.asOwner, "as-owner", "", "render PATH as this Flux Kustomization ([Kustomization/]NAMESPACE/NAME) applies it (default: the one whose source and path are PATH's; none: as it is)")
+	fl.StringVar(&f.asOwner, "as-owner", "", "render PATH as this Flux Kustomization ([Kustomization/]NAMESPACE/NAME) or Argo CD Application (Application/NAMESPACE/NAME) applies it (default: the one whose source and path are PATH's; none: as it is)")
 	fl.StringVar(&f.repo, "repo", "", "run on a temporary checkout of this repository (with --ref), PATH inside it")
 	fl.StringVar(&f.ref, "ref", "", "the branch (or tag) of --repo")
 	fl.DurationVar(&f.poll, "poll", 0, "with --repo, fetch the branch again this often")

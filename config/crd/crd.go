@@ -12,12 +12,23 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed bases/*.yaml
+//go:embed bases/*.yaml files/*.yaml
 var files embed.FS
 
 // Objects returns the CRDs.
 func Objects() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(files, "bases/*.yaml")
+	return read("bases/*.yaml")
+}
+
+// Described returns the CRDs and the schema of RunConfig, a file of the
+// command line that is never installed, in one list: what the API
+// reference describes.
+func Described() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return read("*/*.yaml")
+}
+
+func read(pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(files, pattern)
 	if err != nil {
 		return nil, err
 	}
