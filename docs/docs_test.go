@@ -7,11 +7,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"unicode"
@@ -78,6 +81,15 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	tools(t, root)
+	// The reader's own cluster, as far as a guide can tell: a kubeconfig
+	// in HOME whose server records any request. A guide that reaches it
+	// fell back to the reader's context.
+	var reached atomic.Int64
+	own := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		http.Error(w, "the reader's own cluster", http.StatusForbidden)
+	}))
+	defer own.Close()
 	ran := 0
 	for _, file := range files {
 		blocks := runnable(t, file)
@@ -96,6 +108,17 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 				}
 			}
 			home := t.TempDir()
+			os.MkdirAll(filepath.Join(home, ".kube"), 0o700)
+			ownConfig := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters: [{name: own, cluster: {server: %q}}]\nusers: [{name: own, user: {token: own}}]\ncontexts: [{name: own, context: {cluster: own, user: own}}]\ncurrent-context: own\n", own.URL)
+			if err := os.WriteFile(filepath.Join(home, ".kube", "config"), []byte(ownConfig), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			reached.Store(0)
+			defer func() {
+				if n := reached.Load(); n > 0 {
+					t.Errorf("%s: %d requests reached the reader's own kube context (~/.kube/config): a guide must use only the cluster it starts", rel, n)
+				}
+			}()
 			// One shell for the whole file, as a reader in a terminal
 			// runs a guide: what a block exports or where it changes
 			// directory holds for the next. Each block writes its line to
@@ -144,6 +167,46 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 	}
 	if ran == 0 {
 		t.Fatal("no runnable block found: the guides' commands are not run")
+	}
+}
+
+// TestTheGuidesNameTheirOwnCluster: a guide that starts a cluster of its
+// own points KUBECONFIG at the file that cluster writes before it starts
+// it, so that every kubectl after it reaches that cluster or none, even
+// when the cluster fails to start (a KUBECONFIG read from the cluster's
+// output would be empty then, and kubectl would use the reader's own).
+func TestTheGuidesNameTheirOwnCluster(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := regexp.MustCompile(`(?m)^\s*sluice dev cluster\b.*&\s*$`)
+	dir := regexp.MustCompile(`--dir (\S+)`)
+	checked := 0
+	for _, file := range markdown(t, root) {
+		rel, _ := filepath.Rel(root, file)
+		exported := ""
+		for _, b := range runnable(t, file) {
+			for _, line := range strings.Split(b.text, "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "export KUBECONFIG="); ok {
+					exported = v
+				}
+				if !starts.MatchString(line) {
+					continue
+				}
+				checked++
+				m := dir.FindStringSubmatch(line)
+				switch {
+				case m == nil:
+					t.Errorf("%s:%d: %q starts a cluster without --dir: its kubeconfig's path is known only from its output", rel, b.line, strings.TrimSpace(line))
+				case exported != "$PWD/"+m[1]+"/kubeconfig":
+					t.Errorf("%s:%d: KUBECONFIG is %q before the cluster starts, not $PWD/%s/kubeconfig, the file it writes", rel, b.line, exported, m[1])
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no guide starts a cluster: the check checks nothing")
 	}
 }
 

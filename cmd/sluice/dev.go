@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -20,7 +21,7 @@ func newDevCmd(s Streams) *cobra.Command {
 	dev := &cobra.Command{Use: "dev", Short: "Tools for trying Sluice on this machine"}
 	var assets string
 	var noCRDs, serve, flux bool
-	var gitDir string
+	var gitDir, dir string
 	var files []string
 	var eng engineFlags
 	cluster := &cobra.Command{
@@ -46,11 +47,21 @@ repository. A cluster Flux owns, to try sluice run against.`,
 		Example: `  sluice dev cluster
   sluice dev cluster --serve                      # the quickstart, continuously
   sluice dev cluster --serve -f my/syncs/
-  sluice dev cluster --flux                       # Flux's controllers and a git server too`,
+  sluice dev cluster --flux                       # Flux's controllers and a git server too
+  export KUBECONFIG=$PWD/c/kubeconfig; sluice dev cluster --dir c &   # kubectl reaches this cluster or none`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir != "" {
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					return exit(2, err)
+				}
+				// The kubeconfig exists while this cluster runs, and only
+				// then: one left by an earlier run names a dead address.
+				os.Remove(filepath.Join(dir, "kubeconfig"))
+				defer os.Remove(filepath.Join(dir, "kubeconfig"))
+			}
 			fmt.Fprintln(s.Err, "starting the control plane...")
-			c, err := devcluster.Start(cmd.Context(), devcluster.Options{Assets: assets, WithoutCRDs: noCRDs, Build: true, Flux: flux, GitDir: gitDir})
+			c, err := devcluster.Start(cmd.Context(), devcluster.Options{Assets: assets, WithoutCRDs: noCRDs, Build: true, Flux: flux, Dir: dir, GitDir: gitDir})
 			if err != nil {
 				return exit(2, err)
 			}
@@ -75,6 +86,7 @@ repository. A cluster Flux owns, to try sluice run against.`,
 	cluster.Flags().StringVar(&assets, "assets", "", "directory holding kube-apiserver, etcd and kube-controller-manager (default: build them into bin/ of the Sluice source tree)")
 	cluster.Flags().BoolVar(&noCRDs, "without-crds", false, "do not install the Flux and Argo CD CRDs")
 	cluster.Flags().BoolVar(&flux, "flux", false, "run the Flux controllers against the cluster too, and a git server for them")
+	cluster.Flags().StringVar(&dir, "dir", "", "directory the kubeconfig is written to, once the API server answers, with the logs (default: a new temporary one)")
 	cluster.Flags().StringVar(&gitDir, "git-dir", "", "directory of the --flux git server's bare repositories (default: beside the kubeconfig)")
 	cluster.Flags().BoolVar(&serve, "serve", false, "run the controller against the cluster too, with the resources of -f")
 	cluster.Flags().StringArrayVarP(&files, "filename", "f", []string{"examples/quickstart/syncs"}, "files or directories of Sluice resources to apply with --serve")
