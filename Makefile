@@ -21,7 +21,7 @@ build:
 # and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for), the cosign and Notation CLIs tests sign images with, the Flux controllers and
 # Argo CD's ApplicationSet controller live sessions hand clusters back to,
 # Argo CD's own manifest generation renders as an Application are compared with,
-# Gitea (a real forge sending webhooks), Sluice's own image binary, and
+# Gitea (a real forge sending webhooks), promtool (the alerts checked), Sluice's own image binary, and
 # Debian's chromium for the dashboard's browser tests (installed with
 # apt-get when missing).
 tools:
@@ -38,6 +38,7 @@ tools:
 	hack/controller-gen/build.sh >/dev/null
 	hack/gitea/build.sh >/dev/null
 	hack/cyclonedx-gomod/build.sh >/dev/null
+	hack/promtool/build.sh >/dev/null
 	hack/chromium/install.sh >/dev/null
 	$(MAKE) bin/image/sluice
 
@@ -53,7 +54,7 @@ image: bin/image/sluice
 
 # The DeepCopy methods and the CRDs, from the types in api/v1alpha1, and
 # the controller's ClusterRole from its rbac markers, with the Helm
-# chart's copies of both (tests fail when they are not up to date). RunConfig is a file of the
+# chart's copies of both, and of the monitoring rules and dashboard (tests fail when they are not up to date). RunConfig is a file of the
 # command line, not a resource of the cluster: its schema goes to
 # config/crd/files for the API reference, not into the install.
 generate:
@@ -64,6 +65,9 @@ generate:
 	rm -f charts/sluice/files/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/sluice/files/crds/
 	cp config/rbac/role.yaml charts/sluice/files/role.yaml
+	{ printf 'apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: sluice-controller\nspec:\n'; grep -v '^#' config/monitoring/rules.yaml | sed 's/^/  /'; } > config/monitoring/prometheusrule.yaml
+	mkdir -p charts/sluice/files/monitoring
+	cp config/monitoring/rules.yaml config/monitoring/dashboard.json charts/sluice/files/monitoring/
 
 # A release of the work tree, as the release workflow makes one
 # (.github/workflows/release.yaml) but with nothing outside: every

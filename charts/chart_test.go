@@ -137,7 +137,8 @@ func normal(t *testing.T, o map[string]any) any {
 // The chart's CRDs and ClusterRole are config/'s, as make generate
 // copies them.
 func TestTheChartsCopiesAreCurrent(t *testing.T) {
-	pairs := map[string]string{"../config/rbac/role.yaml": chart + "/files/role.yaml"}
+	pairs := map[string]string{"../config/rbac/role.yaml": chart + "/files/role.yaml",
+		"../config/monitoring/rules.yaml": chart + "/files/monitoring/rules.yaml", "../config/monitoring/dashboard.json": chart + "/files/monitoring/dashboard.json"}
 	bases, _ := filepath.Glob("../config/crd/bases/*.yaml")
 	for _, b := range bases {
 		pairs[b] = filepath.Join(chart, "files/crds", filepath.Base(b))
@@ -152,6 +153,76 @@ func TestTheChartsCopiesAreCurrent(t *testing.T) {
 		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
 			t.Errorf("%s is not %s: make generate (%v %v)", dst, src, err1, err2)
 		}
+	}
+}
+
+// The alerts, as the chart's PrometheusRule and the kustomize install's
+// carry them, are what config/monitoring/rules.yaml says, and Prometheus's
+// own promtool accepts them and passes their unit tests (each alert fires
+// on the series it is for, and not on a healthy one). The dashboard is
+// the chart's ConfigMap as it is the file.
+func TestTheMonitoringRulesAndDashboard(t *testing.T) {
+	rules, err := os.ReadFile("../config/monitoring/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want any
+	if err := yaml.Unmarshal(rules, &want); err != nil {
+		t.Fatal(err)
+	}
+	out, err := helm(t, "template", "sluice", chart, "--namespace", "sluice-system",
+		"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.grafanaDashboard.enabled=true")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	objs := objects(t, out)
+	rule := objs["PrometheusRule/sluice-controller"]
+	kust, err := os.ReadFile("../config/monitoring/prometheusrule.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kustRule map[string]any
+	if err := yaml.Unmarshal(kust, &kustRule); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]map[string]any{"the chart's PrometheusRule": rule, "config/monitoring/prometheusrule.yaml": kustRule} {
+		if r == nil || !reflect.DeepEqual(r["spec"], want) {
+			t.Errorf("%s is not config/monitoring/rules.yaml: make generate\n%v", name, r)
+		}
+	}
+	// promtool on what the chart installs.
+	dir := t.TempDir()
+	spec, err := yaml.Marshal(rule["spec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile("../config/monitoring/rules.test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "rules.yaml"), spec, 0o644)
+	os.WriteFile(filepath.Join(dir, "rules.test.yaml"), tests, 0o644)
+	promtool := testenv.PromtoolBinary(t)
+	for _, args := range [][]string{{"check", "rules", "rules.yaml"}, {"test", "rules", "rules.test.yaml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	dash, err := os.ReadFile("../config/monitoring/dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := objs["ConfigMap/sluice-grafana-dashboard"]
+	if cm == nil {
+		t.Fatal("no dashboard ConfigMap with metrics.grafanaDashboard.enabled")
+	}
+	if got := cm["data"].(map[string]any)["sluice.json"]; got != string(dash) {
+		t.Errorf("the dashboard ConfigMap's sluice.json is not config/monitoring/dashboard.json")
+	}
+	if cm["metadata"].(map[string]any)["labels"].(map[string]any)["grafana_dashboard"] != "1" {
+		t.Errorf("the dashboard ConfigMap lacks the label Grafana's sidecar loads")
 	}
 }
 

@@ -89,10 +89,11 @@ var (
 	}, []string{"limit"})
 )
 
-func init() {
-	metrics.Registry.MustRegister(gitOps, registryRequests, registryRateWait, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests, previewDuration,
-		workerCPU, workerPeak, workerRenders, workersKilled, workersConfined)
-}
+// collectors are Sluice's own metrics, registered with controller-runtime's.
+var collectors = []prometheus.Collector{gitOps, registryRequests, registryRateWait, registryThrottled, syncResults, renders, commits, batchDuration, batchSize, hookRequests, previewDuration,
+	workerCPU, workerPeak, workerRenders, workersKilled, workersConfined}
+
+func init() { metrics.Registry.MustRegister(collectors...) }
 
 func observeGit(op string) { gitOps.WithLabelValues(op).Inc() }
 

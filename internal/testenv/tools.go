@@ -117,6 +117,13 @@ func versionedTool(t TB, name string) string {
 	return p
 }
 
+// PromtoolBinary returns Prometheus's promtool that `make tools` builds
+// (hack/promtool).
+func PromtoolBinary(t TB) string {
+	t.Helper()
+	return versionedTool(t, "promtool")
+}
+
 // CosignBinary returns the cosign CLI that `make tools` builds
 // (hack/cosign/build.sh, at the version of its VERSION file).
 func CosignBinary(t TB) string {
