@@ -19,6 +19,8 @@ import (
 	"testing"
 	"unicode"
 
+	"sigs.k8s.io/yaml"
+
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/devcluster"
 )
@@ -182,6 +184,8 @@ func TestTheGuidesNameTheirOwnCluster(t *testing.T) {
 	}
 	starts := regexp.MustCompile(`(?m)^\s*sluice dev cluster\b.*&\s*$`)
 	dir := regexp.MustCompile(`--dir (\S+)`)
+	kubectl := regexp.MustCompile(`(^|[;&|(]\s*|^\s*)kubectl\s`)
+	cluster := regexp.MustCompile(`(?m)^\s*sluice dev cluster\b`)
 	checked := 0
 	for _, file := range markdown(t, root) {
 		rel, _ := filepath.Rel(root, file)
@@ -190,6 +194,9 @@ func TestTheGuidesNameTheirOwnCluster(t *testing.T) {
 			for _, line := range strings.Split(b.text, "\n") {
 				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "export KUBECONFIG="); ok {
 					exported = v
+				}
+				if kubectl.MatchString(line) && exported == "" && cluster.MatchString(text(t, file)) {
+					t.Errorf("%s:%d: %q runs before KUBECONFIG names the guide's cluster: kubectl asks the reader's own cluster for its version even to kustomize", rel, b.line, strings.TrimSpace(line))
 				}
 				if !starts.MatchString(line) {
 					continue
@@ -208,6 +215,16 @@ func TestTheGuidesNameTheirOwnCluster(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no guide starts a cluster: the check checks nothing")
 	}
+}
+
+// text reads a file.
+func text(t *testing.T, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 // tools fails the test, saying how to build them, unless the control
@@ -367,7 +384,29 @@ func TestTheCICommandsParse(t *testing.T) {
 	for _, file := range markdown(t, root) {
 		rel, _ := filepath.Rel(root, file)
 		for _, b := range blocks(t, file, "yaml ci") {
-			for i, l := range strings.Split(b.text, "\n") {
+			var doc any
+			if err := yaml.Unmarshal([]byte(b.text), &doc); err != nil {
+				t.Errorf("%s:%d: not YAML: %v", rel, b.line, err)
+				continue
+			}
+			// A step or job on Sluice's own image, which has no shell,
+			// runs sluice as its command: a script there cannot start.
+			lines := strings.Split(b.text, "\n")
+			for _, step := range onSluiceImage(doc) {
+				for _, k := range []string{"script", "run", "before_script", "steps"} {
+					if _, ok := step[k]; ok {
+						t.Errorf("%s:%d: a %s on the image %v, which has no shell: run sluice as the command, or install the release on an image with a shell", rel, b.line, k, step["image"])
+					}
+				}
+				if cmd, _ := step["command"].([]any); len(cmd) == 1 && cmd[0] == "sluice" {
+					var args []string
+					for _, a := range step["args"].([]any) {
+						args = append(args, fmt.Sprint(a))
+					}
+					lines = append(lines, "sluice "+strings.Join(args, " "))
+				}
+			}
+			for i, l := range lines {
 				l = lead.ReplaceAllString(strings.TrimSpace(l), "")
 				if !strings.HasPrefix(l, "sluice ") {
 					continue
@@ -404,6 +443,29 @@ func TestTheCICommandsParse(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no sluice command found in a yaml ci block")
 	}
+}
+
+// onSluiceImage finds the maps of a CI configuration (jobs, steps) whose
+// image or container is Sluice's own.
+func onSluiceImage(v any) []map[string]any {
+	var out []map[string]any
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range []string{"image", "container"} {
+			if s, ok := v[k].(string); ok && strings.Contains(s, "sluice-dev/sluice") {
+				out = append(out, v)
+				break
+			}
+		}
+		for _, c := range v {
+			out = append(out, onSluiceImage(c)...)
+		}
+	case []any:
+		for _, c := range v {
+			out = append(out, onSluiceImage(c)...)
+		}
+	}
+	return out
 }
 
 // markdown lists the Markdown files of the repository (not its build

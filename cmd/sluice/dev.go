@@ -52,6 +52,10 @@ repository. A cluster Flux owns, to try sluice run against.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir != "" {
+				var err error
+				if dir, err = filepath.Abs(dir); err != nil {
+					return exit(2, err)
+				}
 				if err := os.MkdirAll(dir, 0o700); err != nil {
 					return exit(2, err)
 				}
