@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -165,11 +166,87 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 				}
 				t.Fatalf("%s:%s: the block fails as written: %v\n%s\n--- the guide's output:\n%s", rel, at, err, text, out.String())
 			}
+			// What the guide shows the reader they will see, they saw.
+			printed := strings.Split(out.String(), "\n")
+			for _, o := range shownOutputs(t, file) {
+				for i, line := range strings.Split(strings.TrimRight(o.text, "\n"), "\n") {
+					if strings.TrimSpace(line) == "" {
+						continue
+					}
+					re := shownPattern(line)
+					if !slices.ContainsFunc(printed, re.MatchString) {
+						t.Errorf("%s:%d: the guide shows %q, which its run did not print (as %s)\n--- the guide's output:\n%s", rel, o.line+1+i, line, re, out.String())
+					}
+				}
+			}
 		})
 	}
 	if ran == 0 {
 		t.Fatal("no runnable block found: the guides' commands are not run")
 	}
+}
+
+// shownOutputs are the blocks of a guide that show what a runnable block
+// prints: plain fenced blocks (no info string) whose fenced block before
+// them is a runnable one.
+func shownOutputs(t *testing.T, file string) []block {
+	t.Helper()
+	var out []block
+	prev := ""
+	info := ""
+	var cur *block
+	for n, l := range strings.Split(text(t, file), "\n") {
+		trimmed := strings.TrimSpace(l)
+		switch {
+		case cur == nil && strings.HasPrefix(trimmed, "```"):
+			info = strings.TrimPrefix(trimmed, "```")
+			cur = &block{file: file, line: n + 1}
+		case cur != nil && trimmed == "```":
+			if info == "" && prev == "sh runnable" {
+				out = append(out, *cur)
+			}
+			prev = info
+			cur = nil
+		case cur != nil:
+			cur.text += l + "\n"
+		}
+	}
+	return out
+}
+
+// shownPattern makes a line a guide shows into a pattern of what the run
+// prints: commit IDs and digests, times, durations, loopback ports,
+// temporary directories and the reader's name vary; "…" stands for what
+// the guide leaves out.
+func shownPattern(line string) *regexp.Regexp {
+	variable := regexp.MustCompile(`…|/tmp/tmp\.\w+|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z|\b\d{2}:\d{2}:\d{2}\b|127\.0\.0\.1:\d+|\b[0-9a-f]{7,64}\b|\b\d+(ms|s)\b|\byou@laptop\b|\byou\b|\s+`)
+	var b strings.Builder
+	last := 0
+	for _, m := range variable.FindAllStringIndex(line, -1) {
+		b.WriteString(regexp.QuoteMeta(line[last:m[0]]))
+		tok := line[m[0]:m[1]]
+		switch {
+		case tok == "…":
+			b.WriteString(`.*`)
+		case strings.TrimSpace(tok) == "":
+			b.WriteString(`\s+`)
+		case strings.HasPrefix(tok, "/tmp/"), strings.HasSuffix(tok, "Z"), tok == "you@laptop":
+			b.WriteString(`\S+`)
+		case tok == "you":
+			b.WriteString(`[\w.-]+`)
+		case strings.Contains(tok, ":") && strings.HasPrefix(tok, "127."):
+			b.WriteString(`127\.0\.0\.1:\d+`)
+		case strings.Contains(tok, ":"):
+			b.WriteString(`\d{2}:\d{2}:\d{2}`)
+		case strings.HasSuffix(tok, "s") && !regexp.MustCompile(`^[0-9a-f]+$`).MatchString(tok):
+			b.WriteString(`\d+(\.\d+)?(ms|s|µs)`)
+		default:
+			b.WriteString(`[0-9a-f]+`)
+		}
+		last = m[1]
+	}
+	b.WriteString(regexp.QuoteMeta(line[last:]))
+	return regexp.MustCompile(`^\s*` + strings.TrimPrefix(b.String(), `\s+`) + `\s*$`)
 }
 
 // TestTheGuidesNameTheirOwnCluster: a guide that starts a cluster of its

@@ -96,6 +96,32 @@ repository. A cluster Flux owns, to try sluice run against.`,
 	cluster.Flags().StringArrayVarP(&files, "filename", "f", []string{"examples/quickstart/syncs"}, "files or directories of Sluice resources to apply with --serve")
 	eng.addCache(cluster.Flags())
 	dev.AddCommand(cluster)
+
+	var regAddr string
+	reg := &cobra.Command{
+		Use:   "registry",
+		Short: "Run an OCI registry on this machine, in memory, until Ctrl+C",
+		Long: `Start an OCI registry on loopback, its content in memory, and print its
+host:port: build images into it with sluice build (no Docker), and pin
+them from it with a sync's image rules, as from a team's registry.
+Sluice reaches loopback registries over plain HTTP. What it holds is gone
+when it stops.`,
+		Example: `  sluice dev registry                         # a free port, printed as "registry: 127.0.0.1:PORT"
+  sluice dev registry --addr 127.0.0.1:5001`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := devcluster.ServeRegistry(regAddr)
+			if err != nil {
+				return exit(2, err)
+			}
+			defer r.Close()
+			fmt.Fprintf(s.Out, "registry: %s\nCtrl+C stops it.\n", r.Host)
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	reg.Flags().StringVar(&regAddr, "addr", "127.0.0.1:0", "the loopback address to listen on (port 0: any free one)")
+	dev.AddCommand(reg)
 	return dev
 }
 
