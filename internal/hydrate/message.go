@@ -1,7 +1,9 @@
 package hydrate
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -11,7 +13,14 @@ import (
 // commitMessage says what a commit holds: for each sync, the source
 // repo@commit and the images whose pin changed; a Sluice-Sync trailer per
 // sync, so `git log --grep` finds a sync's history.
+// The syncs are listed by namespace and name, whatever order they were
+// planned in (the controller's reconciles come in any order): the same
+// change gives the same message.
 func commitMessage(plans []*plan) string {
+	plans = slices.Clone(plans)
+	slices.SortFunc(plans, func(a, b *plan) int {
+		return cmp.Or(cmp.Compare(a.ms.Namespace, b.ms.Namespace), cmp.Compare(a.ms.Name, b.ms.Name))
+	})
 	var b strings.Builder
 	if len(plans) == 1 {
 		p := plans[0]
