@@ -120,3 +120,45 @@ spec:
 }
 
 func objectMeta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
+
+// Argo CD reads the same artifact: its own OCI client (the repo-server's
+// default allowed layer media types) pulls and extracts it, and its
+// manifest generation renders the Application's folder of it as a
+// directory source. An artifact whose layer is Flux's own content media
+// type is refused by that default, which is why Sluice uses the standard
+// one.
+func TestArgoCDReadsThePackedArtifact(t *testing.T) {
+	reg := testenv.NewRegistry(t)
+	img, _ := Pack(map[string][]byte{
+		"apps/web/configmap-web.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {color: blue}\n"),
+		"apps/web/.sluice.yaml":       []byte("# +argocd:skip-file-rendering\napiVersion: sluice.dev/v1alpha1\nkind: Provenance\nsync: web\n"),
+		"apps/api/configmap-api.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: api}\n"),
+	}, meta)
+	res, err := Push(context.Background(), tagOf(t, reg, "team/deploy:dev"), img, PushOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: web, namespace: argocd}
+spec:
+  project: default
+  source: {repoURL: "oci://HOST/team/deploy", targetRevision: dev, path: apps/web}
+  destination: {server: "https://kubernetes.default.svc", namespace: web}
+`
+	out, err := testenv.ArgoManifestsOCI(t, strings.ReplaceAll(app, "HOST", reg.Host))
+	if err != nil {
+		t.Fatalf("Argo CD could not read the artifact %s: %v", res.Digest, err)
+	}
+	if !strings.Contains(out, "name: web") || !strings.Contains(out, "color: blue") || strings.Contains(out, "name: api") || strings.Contains(out, "Provenance") {
+		t.Errorf("Argo CD generated from the artifact:\n%s", out)
+	}
+
+	// Flux's own content media type: not in the repo-server's default list.
+	fluxTyped := imageOf(t, "application/vnd.cncf.flux.content.v1.tar+gzip", layerOf(t, []entry{{name: "apps/web/cm.yaml", typ: '0', data: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"}}))
+	reg.PushImage(t, "team/flux-typed:dev", fluxTyped)
+	_, err = testenv.ArgoManifestsOCI(t, strings.NewReplacer("HOST", reg.Host, "team/deploy", "team/flux-typed").Replace(app))
+	if err == nil || !strings.Contains(err.Error(), "not in the list of allowed media types") {
+		t.Errorf("an artifact with Flux's content media type: %v", err)
+	}
+}

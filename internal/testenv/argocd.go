@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +58,29 @@ func ArgoManifests(t TB, app, root string, args ...string) string {
 		t.Fatalf("Argo CD's manifest generation: %v: %s", err, stderr.String())
 	}
 	return string(out)
+}
+
+// ArgoManifestsOCI is ArgoManifests for an Application whose source is
+// an oci:// artifact: Argo CD's own OCI client resolves, pulls and
+// extracts it from its registry (over plain HTTP: the test's registry)
+// with the repo-server's default allowed layer media types. It returns
+// the manifests, or the error Argo CD gives.
+func ArgoManifestsOCI(t TB, app string, args ...string) (string, error) {
+	t.Helper()
+	bin := argoTool(t, "argocd-manifests")
+	f := filepath.Join(t.TempDir(), "app.yaml")
+	if err := os.WriteFile(f, []byte(app), 0o644); err != nil {
+		t.Fatalf("%v", err)
+	}
+	cmd := exec.Command(bin, append([]string{"-app", f, "-oci-plain-http"}, args...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "PATH="+filepath.Dir(KustomizeBinary(t))+string(os.PathListSeparator)+filepath.Dir(HelmBinary(t))+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
 }
 
 // StartApplicationSetController runs Argo CD's real ApplicationSet

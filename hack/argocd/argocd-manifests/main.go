@@ -14,6 +14,11 @@
 //
 // A multi-source Application's `ref` sources are taken from the same
 // checkout when their repoURL is the source's.
+//
+// A source whose repoURL is oci:// is read from its registry instead of
+// -root, by Argo CD's own OCI client (util/oci) with the repo-server's
+// default allowed layer media types (-oci-plain-http for a registry on
+// loopback): resolved, pulled and extracted as the repo-server does.
 package main
 
 import (
@@ -23,12 +28,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/argo-cd/v3/reposerver/apiclient"
 	"github.com/argoproj/argo-cd/v3/reposerver/repository"
 	"github.com/argoproj/argo-cd/v3/util/git"
 	utilio "github.com/argoproj/argo-cd/v3/util/io"
+	"github.com/argoproj/argo-cd/v3/util/oci"
 	"github.com/argoproj/gitops-engine/pkg/sync/hook"
 	"github.com/argoproj/gitops-engine/pkg/sync/syncwaves"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -43,14 +50,19 @@ func main() {
 	tracking := flag.String("tracking", "annotation", "resource tracking method")
 	controlPlane := flag.String("control-plane", "argocd", "Argo CD's own namespace")
 	hooks := flag.Bool("hooks", false, "print each manifest's hook classification instead")
+	plainHTTP := flag.Bool("oci-plain-http", false, "reach an oci:// source's registry over plain HTTP")
 	flag.Parse()
-	if err := run(*appFile, *root, *index, *tracking, *controlPlane, *hooks); err != nil {
+	if err := run(*appFile, *root, *index, *tracking, *controlPlane, *hooks, *plainHTTP); err != nil {
 		fmt.Fprintln(os.Stderr, "argocd-manifests:", err)
 		os.Exit(1)
 	}
 }
 
-func run(appFile, root string, index int, tracking, controlPlane string, hooks bool) error {
+// repoServerLayerMediaTypes are the repo-server's default
+// --oci-layer-media-types (cmd/argocd-repo-server).
+var repoServerLayerMediaTypes = []string{"application/vnd.oci.image.layer.v1.tar", "application/vnd.oci.image.layer.v1.tar+gzip", "application/vnd.cncf.helm.chart.content.v1.tar+gzip"}
+
+func run(appFile, root string, index int, tracking, controlPlane string, hooks, plainHTTP bool) error {
 	data, err := os.ReadFile(appFile)
 	if err != nil {
 		return err
@@ -71,9 +83,29 @@ func run(appFile, root string, index int, tracking, controlPlane string, hooks b
 			}
 		}
 	}
+	repo := &v1alpha1.Repository{Repo: src.RepoURL}
+	revision := "HEAD"
+	if strings.HasPrefix(src.RepoURL, "oci://") {
+		c, err := oci.NewClient(src.RepoURL, oci.Creds{InsecureHTTPOnly: plainHTTP}, "", "", repoServerLayerMediaTypes, oci.WithImagePaths(paths), oci.WithManifestMaxExtractedSize(1<<30))
+		if err != nil {
+			return err
+		}
+		digest, err := c.ResolveRevision(context.Background(), src.TargetRevision, true)
+		if err != nil {
+			return fmt.Errorf("resolving %s: %w", src.TargetRevision, err)
+		}
+		dir, closer, err := c.Extract(context.Background(), digest)
+		if err != nil {
+			return fmt.Errorf("extracting %s@%s: %w", src.RepoURL, digest, err)
+		}
+		defer closer.Close()
+		root, revision = dir, digest
+		repo.Type = "oci"
+		fmt.Fprintf(os.Stderr, "extracted %s@%s\n", src.RepoURL, digest)
+	}
 	q := &apiclient.ManifestRequest{
-		Repo:               &v1alpha1.Repository{Repo: src.RepoURL},
-		Revision:           "HEAD",
+		Repo:               repo,
+		Revision:           revision,
 		AppLabelKey:        "app.kubernetes.io/instance",
 		AppName:            app.InstanceName(controlPlane),
 		Namespace:          app.Spec.Destination.Namespace,
@@ -85,7 +117,7 @@ func run(appFile, root string, index int, tracking, controlPlane string, hooks b
 		ProjectSourceRepos: []string{"*"},
 		ProjectName:        "default",
 	}
-	res, err := repository.GenerateManifests(context.Background(), filepath.Join(root, src.Path), root, "HEAD", q, true, &git.NoopCredsStore{}, resource.MustParse("0"), paths)
+	res, err := repository.GenerateManifests(context.Background(), filepath.Join(root, src.Path), root, revision, q, true, &git.NoopCredsStore{}, resource.MustParse("0"), paths)
 	if err != nil {
 		return err
 	}
