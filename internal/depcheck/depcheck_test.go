@@ -19,6 +19,7 @@ var layers = map[string][]string{
 	"internal/source":      {"internal/egress", "api/v1alpha1", "internal/backoff"},
 	"internal/registry":    {"internal/backoff"},
 	"internal/ociartifact": {},
+	"internal/artifactsig": {},
 	"internal/config":      {"internal/egress", "api/v1alpha1", "internal/anchors", "internal/source"},
 	"internal/render":      {"internal/egress", "api/v1alpha1", "internal/anchors", "internal/source", "internal/registry"},
 	"internal/sandbox":     {"api/v1alpha1", "internal/anchors", "internal/egress", "internal/source", "internal/registry", "internal/render"},
