@@ -94,7 +94,9 @@ func ParseKey(data, password []byte) (*Key, error) {
 
 // PublicKeyPEM is the public key as `cosign verify --key` and Flux's
 // verification Secret (cosign.pub) read it.
-func (k *Key) PublicKeyPEM() ([]byte, error) { return cryptoutils.MarshalPublicKeyToPEM(k.signer.Public()) }
+func (k *Key) PublicKeyPEM() ([]byte, error) {
+	return cryptoutils.MarshalPublicKeyToPEM(k.signer.Public())
+}
 
 // The sign.Keypair methods: sigstore-go signs with the key through them.
 
