@@ -16,19 +16,20 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/encrypted"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // The media types and annotations of a cosign 3 signature.
@@ -142,16 +143,25 @@ var _ sign.Keypair = (*Key)(nil)
 // referrers tag where the registry has no referrers API). It returns the
 // referrer's digest.
 func SignCosign(ctx context.Context, ref name.Digest, key *Key, opts ...remote.Option) (v1.Hash, error) {
+	return Attest(ctx, ref, key, CosignSignPredicate, &structpb.Struct{}, opts...)
+}
+
+// Attest attaches to the manifest ref names an in-toto statement of
+// predicateType about it, signed with key as `cosign attest --key`
+// signs one (a Sigstore bundle of its DSSE envelope, made by
+// sigstore-go), and returns the referrer's digest. SignCosign is the
+// statement cosign's signatures are.
+func Attest(ctx context.Context, ref name.Digest, key *Key, predicateType string, predicate *structpb.Struct, opts ...remote.Option) (v1.Hash, error) {
 	opts = append(append([]remote.Option{}, opts...), remote.WithContext(ctx))
 	subject, err := remote.Head(ref, opts...)
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("looking up %s to sign it: %w", ref, err)
 	}
-	statement, err := json.Marshal(map[string]any{
-		"_type":         "https://in-toto.io/Statement/v1",
-		"subject":       []any{map[string]any{"name": "", "digest": map[string]string{"sha256": strings.TrimPrefix(subject.Digest.String(), "sha256:")}}},
-		"predicateType": CosignSignPredicate,
-		"predicate":     map[string]any{},
+	statement, err := protojson.Marshal(&intoto.Statement{
+		Type:          intoto.StatementTypeUri,
+		Subject:       []*intoto.ResourceDescriptor{{Digest: map[string]string{subject.Digest.Algorithm: subject.Digest.Hex}}},
+		PredicateType: predicateType,
+		Predicate:     predicate,
 	})
 	if err != nil {
 		return v1.Hash{}, err
@@ -164,13 +174,13 @@ func SignCosign(ctx context.Context, ref name.Digest, key *Key, opts ...remote.O
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	return attach(ref, subject, bundle, opts)
+	return attach(ref, subject, bundle, predicateType, opts)
 }
 
 // attach pushes bundle as a referrer of subject: an OCI image manifest
 // whose artifact type and one layer are the bundle's, its config the
 // empty descriptor, as cosign 3 writes it.
-func attach(ref name.Digest, subject *v1.Descriptor, bundle []byte, opts []remote.Option) (v1.Hash, error) {
+func attach(ref name.Digest, subject *v1.Descriptor, bundle []byte, predicateType string, opts []remote.Option) (v1.Hash, error) {
 	config := static.NewLayer([]byte("{}"), emptyMediaType)
 	layer := static.NewLayer(bundle, BundleMediaType)
 	repo := ref.Context()
@@ -189,7 +199,7 @@ func attach(ref name.Digest, subject *v1.Descriptor, bundle []byte, opts []remot
 		SchemaVersion: 2, MediaType: types.OCIManifestSchema1, ArtifactType: BundleMediaType,
 		Config: desc(config), Layers: []v1.Descriptor{desc(layer)},
 		Subject:     &v1.Descriptor{MediaType: subject.MediaType, Digest: subject.Digest, Size: subject.Size},
-		Annotations: map[string]string{"dev.sigstore.bundle.content": "dsse-envelope", "dev.sigstore.bundle.predicateType": CosignSignPredicate},
+		Annotations: map[string]string{"dev.sigstore.bundle.content": "dsse-envelope", "dev.sigstore.bundle.predicateType": predicateType},
 	}
 	raw, err := json.Marshal(m)
 	if err != nil {

@@ -2,6 +2,8 @@ package artifactsig
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -232,4 +234,70 @@ func verified(t *testing.T, c client.Client, ns, name string) string {
 		}
 	}
 	return ""
+}
+
+// The provenance of a hydration, attested with the key, is what the real
+// `cosign verify-attestation --type slsaprovenance1` accepts and prints:
+// the syncs, their source commits and folders, every pinned image as a
+// resolved dependency, Sluice's version, each folder's record; another
+// key's public key is refused.
+func TestTheRealCosignVerifiesTheProvenance(t *testing.T) {
+	dir, password := keyPair(t)
+	key := loadKey(t, dir, password)
+	reg := testenv.NewRegistry(t)
+	tag := tagOf(t, reg, "team/deploy:dev")
+	commit := strings.Repeat("c", 40)
+	img, _ := ociartifact.Pack(map[string][]byte{"apps/web/cm.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n")}, ociartifact.Meta{Source: "https://git.example.com/app.git", Revision: "main@sha1:" + commit})
+	prov := Provenance{Version: "v0.1.0", InvocationID: "team/web@1", Started: time.Unix(1765000000, 0), Finished: time.Unix(1765000002, 0), Syncs: []SyncProvenance{{
+		Name: "team/web", Folder: "apps/web", Repo: "https://git.example.com/app.git", Ref: "main", Commit: commit, Paths: []string{"overlays/dev", "base"},
+		Images: []PinnedImage{{Name: "ghcr.io/acme/web", Digest: "sha256:" + strings.Repeat("d", 64)}},
+		Render: map[string]any{"deployer": "flux"}, Record: []byte("apiVersion: sluice.dev/v1alpha1\nkind: Provenance\nsync: web\n"),
+	}}}
+	predicate, err := prov.Predicate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ociartifact.Push(context.Background(), tag, img, ociartifact.PushOptions{BeforeTag: func(ctx context.Context, ref name.Digest) error {
+		if _, err := SignCosign(ctx, ref, key); err != nil {
+			return err
+		}
+		_, err := Attest(ctx, ref, key, SLSAPredicate, predicate)
+		return err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := tag.Context().Digest(res.Digest.String()).String()
+	verify := func(pub string) (string, error) {
+		out, err := exec.Command(testenv.CosignBinary(t), "verify-attestation", "--key", pub, "--type", "slsaprovenance1", "--insecure-ignore-tlog", "--allow-http-registry", "--allow-insecure-registry", ref).Output()
+		return string(out), err
+	}
+	out, err := verify(filepath.Join(dir, "cosign.pub"))
+	if err != nil {
+		t.Fatalf("cosign verify-attestation refused Sluice's provenance: %v\n%s", err, out)
+	}
+	var payload string
+	for _, line := range strings.Split(out, "\n") {
+		var env struct{ Payload string }
+		if json.Unmarshal([]byte(line), &env) == nil && env.Payload != "" {
+			data, _ := base64.StdEncoding.DecodeString(env.Payload)
+			payload = string(data)
+		}
+	}
+	for _, want := range []string{`"predicateType":"https://slsa.dev/provenance/v1"`, strings.TrimPrefix(res.Digest.String(), "sha256:"), `"gitCommit":"` + commit, `oci://ghcr.io/acme/web`, strings.Repeat("d", 64), `"sluice":"v0.1.0"`, `"folder":"apps/web"`, `"overlays/dev"`, `"deployer":"flux"`, base64.StdEncoding.EncodeToString(prov.Syncs[0].Record)} {
+		if !strings.Contains(payload, want) {
+			t.Errorf("the verified provenance lacks %s:\n%s", want, payload)
+		}
+	}
+	other, _ := keyPair(t)
+	if out, err := verify(filepath.Join(other, "cosign.pub")); err == nil {
+		t.Errorf("cosign verify-attestation accepted another key:\n%s", out)
+	}
+	// The cosign signature beside it still verifies.
+	if out, err := cosignVerify(t, filepath.Join(dir, "cosign.pub"), ref); err != nil {
+		t.Errorf("cosign verify with the provenance attached: %v\n%s", err, out)
+	}
+	if _, err := (Provenance{Syncs: []SyncProvenance{{Name: "x", Images: []PinnedImage{{Name: "a", Digest: "nodigest"}}}}}).Predicate(); err == nil || !strings.Contains(err.Error(), `"nodigest"`) {
+		t.Errorf("an image without a digest: %v", err)
+	}
 }
