@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	intoto "github.com/in-toto/attestation/go/v1"
 	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
+	intoto "github.com/in-toto/attestation/go/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -48,7 +48,7 @@ type SyncProvenance struct {
 	Folder string
 	// Repo, Ref and Commit are its source; Paths what it rendered from.
 	Repo, Ref, Commit string
-	Paths              []string
+	Paths             []string
 	// Images are the images it pinned: reference (as written) and digest.
 	Images []PinnedImage
 	// Render is its render settings (spec.render, the deployer), as JSON
