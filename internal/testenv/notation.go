@@ -58,3 +58,18 @@ func (n *NotationCLI) Certificate(t TB, key string) []byte {
 	}
 	return data
 }
+
+// Key is the test private key of key (PEM), as `notation cert
+// generate-test` wrote it.
+func (n *NotationCLI) Key(t TB, key string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(n.home, "config", "notation", "localkeys", key+".key"))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return data
+}
+
+// Dir is the CLI's home, for files its commands read (a trust policy to
+// import).
+func (n *NotationCLI) Dir() string { return n.home }
