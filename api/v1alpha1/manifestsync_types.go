@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"strings"
 )
 
 // KindManifestSync is the kind of ManifestSync.
@@ -304,14 +305,26 @@ type PullRequest struct {
 	AutoMerge bool `json:"autoMerge,omitempty"`
 }
 
-// Destination is a folder of a branch of a repository.
+// Destination is a folder of a branch of a git repository, or of the
+// OCI artifact a tag of an OCI repository names.
 //
 // +kubebuilder:validation:XValidation:rule="self.path != '.' && !self.path.startsWith('/') && !self.path.startsWith('../')",message="path must be a folder inside the branch, not its root"
+// +kubebuilder:validation:XValidation:rule="(has(self.repo) && self.repo.startsWith('oci://')) ? (has(self.tag) && !has(self.branch)) : (has(self.branch) && !has(self.tag))",message="an oci:// destination takes a tag and no branch; a git destination a branch and no tag"
 type Destination struct {
-	// Repo defaults to the source repository.
+	// Repo defaults to the source repository. oci://REGISTRY/REPOSITORY
+	// is an OCI destination: the folders of every sync of its tag are
+	// one OCI artifact, as Flux's OCIRepository and Argo CD's OCI sources
+	// deploy it.
 	Repo string `json:"repo,omitempty"`
-	// Branch is created when missing (as an orphan when the repo is empty).
-	Branch string `json:"branch"`
+	// Branch is created when missing (as an orphan when the repo is
+	// empty). A git destination's; not with an oci:// repo.
+	// +optional
+	Branch string `json:"branch,omitempty"`
+	// Tag is an OCI destination's tag (dev, prod): moved to each new
+	// artifact once it is whole in the registry, never to one it did not
+	// push. Only with an oci:// repo.
+	// +optional
+	Tag string `json:"tag,omitempty"`
 	// Path is the folder the sync owns; nothing else of the branch changes.
 	Path string `json:"path"`
 	// Layout is perObject (the default: one file per object) or single
@@ -352,6 +365,22 @@ type Destination struct {
 // encrypted, under "passphrase").
 type Signing struct {
 	SecretRef SecretRef `json:"secretRef"`
+}
+
+// IsOCI reports whether the destination is an OCI repository
+// (oci://REGISTRY/REPOSITORY and a tag) rather than a git one.
+func (d Destination) IsOCI() bool { return strings.HasPrefix(d.Repo, OCIScheme) }
+
+// OCIScheme prefixes an OCI destination's repository.
+const OCIScheme = "oci://"
+
+// Target is what the destination writes: the branch of a git
+// destination, the tag of an OCI one.
+func (d Destination) Target() string {
+	if d.IsOCI() {
+		return d.Tag
+	}
+	return d.Branch
 }
 
 // PullRequestBranch is the branch pullRequest mode proposes from, one per

@@ -154,12 +154,19 @@ func hasTag(repo string) bool {
 func (d Destination) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if d.Repo == "" {
-		errs = append(errs, field.Required(p.Child("repo"), "a git URL or a local path (defaults to spec.source.repo)"))
+		errs = append(errs, field.Required(p.Child("repo"), "a git URL or a local path (defaults to spec.source.repo), or oci://REGISTRY/REPOSITORY"))
 	}
-	if d.Branch == "" {
-		errs = append(errs, field.Required(p.Child("branch"), "the branch to write to, such as env/dev"))
-	} else if err := ValidateRefName(d.Branch); err != nil {
-		errs = append(errs, field.Invalid(p.Child("branch"), d.Branch, err.Error()))
+	if d.IsOCI() {
+		errs = append(errs, d.validateOCI(p)...)
+	} else {
+		if d.Tag != "" {
+			errs = append(errs, field.Forbidden(p.Child("tag"), "only with an oci:// repo; a git destination names a branch"))
+		}
+		if d.Branch == "" {
+			errs = append(errs, field.Required(p.Child("branch"), "the branch to write to, such as env/dev"))
+		} else if err := ValidateRefName(d.Branch); err != nil {
+			errs = append(errs, field.Invalid(p.Child("branch"), d.Branch, err.Error()))
+		}
 	}
 	switch d.Path {
 	case "":
@@ -183,6 +190,33 @@ func (d Destination) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, validatePullRequest(d, p.Child("pullRequest"))...)
 	default:
 		errs = append(errs, field.NotSupported(p.Child("mode"), d.Mode, []string{ModePush, ModeBranch, ModePullRequest}))
+	}
+	return errs
+}
+
+// validateOCI checks an OCI destination: a repository, a tag, and
+// nothing of git's (a branch, review modes, commit signing).
+func (d Destination) validateOCI(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	repo := strings.TrimPrefix(d.Repo, OCIScheme)
+	host, path, ok := strings.Cut(repo, "/")
+	switch {
+	case !ok || host == "" || path == "" || strings.Contains(repo, "@") || strings.ContainsAny(path, ": ") || strings.ToLower(path) != path:
+		errs = append(errs, field.Invalid(p.Child("repo"), d.Repo, "an OCI destination is oci://REGISTRY/REPOSITORY (lowercase, no tag or digest: the tag is spec.destination.tag)"))
+	}
+	if d.Branch != "" {
+		errs = append(errs, field.Forbidden(p.Child("branch"), "an oci:// destination has no branch: name its tag in spec.destination.tag"))
+	}
+	if d.Tag == "" {
+		errs = append(errs, field.Required(p.Child("tag"), "the tag the artifact is pushed under, such as dev"))
+	} else if err := ValidateTag(d.Tag); err != nil {
+		errs = append(errs, field.Invalid(p.Child("tag"), d.Tag, err.Error()))
+	}
+	if d.Mode == ModeBranch || d.Mode == ModePullRequest {
+		errs = append(errs, field.Forbidden(p.Child("mode"), "an OCI destination has no review branch or pull request (a registry reviews nothing): use mode: push, and review the source's pull requests (sluice preview)"))
+	}
+	if d.Signing != nil {
+		errs = append(errs, field.Forbidden(p.Child("signing"), "signs git commits; an OCI destination has no commits"))
 	}
 	return errs
 }

@@ -104,3 +104,47 @@ func TestImageVerifyNeedsAKeyOrAnIdentity(t *testing.T) {
 		t.Error("different trust under one key")
 	}
 }
+
+// An OCI destination is a repository and a tag, and nothing of git's; a
+// git destination is a branch, and no tag.
+func TestOCIDestinationsTakeATagAndNothingOfGits(t *testing.T) {
+	oci := func(d Destination) Destination {
+		if d.Repo == "" {
+			d.Repo = "oci://ghcr.io/acme/deploy"
+		}
+		d.Path, d.Layout = "apps/web", LayoutPerObject
+		if d.Mode == "" {
+			d.Mode = ModePush
+		}
+		return d
+	}
+	for _, c := range []struct {
+		name string
+		d    Destination
+		want string // "" when valid
+	}{
+		{"repo and tag", oci(Destination{Tag: "dev"}), ""},
+		{"a registry port", oci(Destination{Repo: "oci://localhost:5000/team/deploy", Tag: "dev"}), ""},
+		{"no tag", oci(Destination{}), "spec.destination.tag: Required"},
+		{"a branch", oci(Destination{Tag: "dev", Branch: "env/dev"}), "spec.destination.branch: Forbidden"},
+		{"a bad tag", oci(Destination{Tag: "dev/x"}), "spec.destination.tag: Invalid"},
+		{"a tag in the repo", oci(Destination{Repo: "oci://ghcr.io/acme/deploy:dev", Tag: "dev"}), "spec.destination.repo: Invalid"},
+		{"uppercase", oci(Destination{Repo: "oci://ghcr.io/Acme/deploy", Tag: "dev"}), "spec.destination.repo: Invalid"},
+		{"no repository", oci(Destination{Repo: "oci://ghcr.io", Tag: "dev"}), "spec.destination.repo: Invalid"},
+		{"pull requests", oci(Destination{Tag: "dev", Mode: ModePullRequest, PullRequest: &PullRequest{Forge: ForgeGitHub}}), "no review branch or pull request"},
+		{"review branches", oci(Destination{Tag: "dev", Mode: ModeBranch}), "no review branch or pull request"},
+		{"commit signing", oci(Destination{Tag: "dev", Signing: &Signing{SecretRef: SecretRef{Name: "k"}}}), "spec.destination.signing: Forbidden"},
+		{"git with a tag", Destination{Repo: "https://git.example.com/deploy.git", Branch: "main", Tag: "dev", Path: "apps/web", Layout: LayoutPerObject, Mode: ModePush}, "spec.destination.tag: Forbidden"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			errs := c.d.validate(field.NewPath("spec", "destination"))
+			got := errs.ToAggregate()
+			switch {
+			case c.want == "" && got != nil:
+				t.Errorf("refused: %v", got)
+			case c.want != "" && (got == nil || !strings.Contains(got.Error(), c.want)):
+				t.Errorf("got %v, want %s", got, c.want)
+			}
+		})
+	}
+}

@@ -96,7 +96,12 @@ func printSync(s Streams, r hydrate.Result) {
 	}
 }
 
+// shortSHA is a commit's short name, or an artifact digest's (an OCI
+// destination's "commit"): sha256: and 12 hex digits.
 func shortSHA(s string) string {
+	if strings.HasPrefix(s, "sha256:") {
+		return shortDigestOf(s)
+	}
 	if len(s) > 7 {
 		return s[:7]
 	}

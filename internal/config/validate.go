@@ -33,6 +33,10 @@ func (s *Set) Validate() error {
 		if _, err := source.ParseLocation(ms.Spec.Source.Repo, ms.Origin.Dir); err != nil {
 			fail("spec.source.repo", err.Error())
 		}
+		if d := ms.Spec.Destination; d.IsOCI() {
+			claims = append(claims, claim{key: d.Repo + "#" + d.Tag, path: d.Path, ms: ms})
+			continue
+		}
 		dst, err := source.ParseLocation(ms.Spec.Destination.Repo, ms.Origin.Dir)
 		if err != nil {
 			fail("spec.destination.repo", err.Error())
@@ -66,7 +70,7 @@ func (s *Set) Validate() error {
 				File: b.ms.Origin.File, Line: b.ms.Origin.LineOf("spec.destination.path"),
 				Kind: b.ms.Kind, Name: b.ms.Name, Field: "spec.destination.path",
 				Msg: fmt.Sprintf("%q %s ManifestSync %s (%s:%d) in the same repository and branch %q",
-					b.path, what, a.ms.Name, a.ms.Origin.File, a.ms.Origin.LineOf("spec.destination.path"), b.ms.Spec.Destination.Branch),
+					b.path, what, a.ms.Name, a.ms.Origin.File, a.ms.Origin.LineOf("spec.destination.path"), b.ms.Spec.Destination.Target()),
 			})
 		}
 	}
@@ -106,7 +110,10 @@ func (s *Set) validateImages() []error {
 func (s *Set) Repos() []string {
 	var out []string
 	for _, ms := range s.ManifestSyncs {
-		out = append(out, ms.Spec.Source.Repo, ms.Spec.Destination.Repo)
+		out = append(out, ms.Spec.Source.Repo)
+		if !ms.Spec.Destination.IsOCI() { // a registry: its credentials are a docker config's
+			out = append(out, ms.Spec.Destination.Repo)
+		}
 	}
 	for _, img := range s.Images {
 		for _, src := range img.Spec.Source {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -314,9 +315,14 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 	}
 	start := time.Now()
 
-	r := &runner{o: o, results: make([]Result, len(syncs)), branches: map[string]*destination.Branch{},
+	r := &runner{o: o, results: make([]Result, len(syncs)), branches: map[string]*destination.Branch{}, artifacts: map[string]*artifact{},
 		provenance: o.provenanceCache(), egress: o.Egress.Allowing(o.Cache.TrustedHosts()...)}
 	defer r.provenance.save()
+	defer func() {
+		for _, d := range r.tmpDirs {
+			os.RemoveAll(d)
+		}
+	}()
 	plans := make([]*plan, len(syncs))
 	// Checking a sync is mostly waiting (on git and registries); rendering
 	// is CPU. Many checks run at once; renders, only Parallel.
@@ -369,10 +375,14 @@ func syncContext(ctx context.Context, ms config.ManifestSync) context.Context {
 }
 
 type runner struct {
-	o          Options
-	mu         sync.Mutex
-	results    []Result
-	branches   map[string]*destination.Branch
+	o        Options
+	mu       sync.Mutex
+	results  []Result
+	branches map[string]*destination.Branch
+	// artifacts are the OCI destinations read, by repository and tag,
+	// staged in tmpDirs until the run ends.
+	artifacts  map[string]*artifact
+	tmpDirs    []string
 	provenance *ProvenanceCache
 	renders    chan struct{}
 	// egress is where what sources name may be read from.
@@ -402,6 +412,8 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 	}
 	groups := map[string]*group{}
 	proposals := map[string]*group{}
+	ociGroups := map[string][]int{}
+	var ociKeys []string
 	var keys, proposalKeys []string
 	for i, p := range plans {
 		if p.err == nil && p.dstRepo != nil && isProposal(p) && r.o.OutDir == "" {
@@ -422,6 +434,14 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 			r.finish(i, p.writeDir(destination.Dir{Root: r.o.OutDir}))
 			continue
 		}
+		if p.artifact != nil || p.ms.Spec.Destination.IsOCI() {
+			key := fmt.Sprintf("oci#%s#%s", p.ms.Spec.Destination.Repo, p.ms.Spec.Destination.Tag)
+			if _, ok := ociGroups[key]; !ok {
+				ociKeys = append(ociKeys, key)
+			}
+			ociGroups[key] = append(ociGroups[key], i)
+			continue
+		}
 		key := fmt.Sprintf("%s#%p#%s", p.dstRepo.Location().Key(), p.dstRepo, p.branch)
 		g, ok := groups[key]
 		if !ok {
@@ -433,6 +453,14 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 	}
 	sort.Strings(keys)
 	var wg sync.WaitGroup
+	for _, k := range ociKeys {
+		indexes := ociGroups[k]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.writeArtifact(ctx, plans, indexes)
+		}()
+	}
 	for _, k := range proposalKeys {
 		g := proposals[k]
 		wg.Add(1)

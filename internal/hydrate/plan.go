@@ -31,11 +31,13 @@ type plan struct {
 
 	src     *sourceTree
 	dstRepo *source.Repo
-	branch  string // the branch written: the destination's, or the review branch
-	from    string // where a missing branch starts
-	dstPath string
-	tip     string         // the destination commit read
-	was     *plumbing.Hash // the folder's tree as read from the branch (nil: read from a directory)
+	// artifact is the OCI destination the folder goes to (nil for git).
+	artifact *artifact
+	branch   string // the branch written: the destination's, or the review branch
+	from     string // where a missing branch starts
+	dstPath  string
+	tip      string         // the destination commit read
+	was      *plumbing.Hash // the folder's tree as read from the branch (nil: read from a directory)
 
 	prev     *v1alpha1.Provenance
 	prov     *v1alpha1.Provenance
@@ -64,8 +66,8 @@ func (p *plan) result() Result {
 	}
 	res.Branch = p.branch
 	if p.branch == "" {
-		res.Destination = fmt.Sprintf("%s %s %s", source.Redact(d.Repo), d.Branch, d.Path)
-		res.Branch = d.Branch
+		res.Destination = fmt.Sprintf("%s %s %s", source.Redact(d.Repo), d.Target(), d.Path)
+		res.Branch = d.Target()
 	}
 	if p.prov != nil {
 		res.Images = p.prov.Images
@@ -529,7 +531,13 @@ func (r *runner) openDestination(ctx context.Context, p *plan) (folderReader, er
 		p.branch, read = d.PullRequestBranch(), d.Branch
 	}
 	if r.o.OutDir != "" {
-		return destination.Dir{Root: path.Join(r.o.OutDir, d.Branch)}, nil
+		return destination.Dir{Root: path.Join(r.o.OutDir, d.Target())}, nil
+	}
+	if d.IsOCI() {
+		if r.o.Takeover != nil || r.o.Release != "" {
+			return nil, fmt.Errorf("spec.destination: takeovers of OCI destinations (%s) are not supported yet", d.Repo)
+		}
+		return r.openArtifact(ctx, p)
 	}
 	loc, err := source.ParseLocation(d.Repo, p.ms.Origin.Dir)
 	if err != nil {
@@ -579,7 +587,7 @@ func (r *runner) openBranch(repo *source.Repo, name string) (*destination.Branch
 // writeDir writes the folder under an output directory instead of git.
 func (p *plan) writeDir(out destination.Dir) Result {
 	d := p.ms.Spec.Destination
-	root := destination.Dir{Root: path.Join(out.Root, d.Branch)}
+	root := destination.Dir{Root: path.Join(out.Root, d.Target())}
 	if err := root.WriteFolder(d.Path, p.folder); err != nil {
 		p.err = fmt.Errorf("writing %s: %w", path.Join(root.Root, d.Path), err)
 	}

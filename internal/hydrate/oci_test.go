@@ -1,0 +1,132 @@
+package hydrate
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"sluice.dev/sluice/internal/ociartifact"
+)
+
+const ociDevSync = `apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: web-dev}
+spec:
+  source: {repo: APP, ref: main, path: deploy/overlays/dev}
+  images:
+  - name: REG/team/*
+    tag: dev
+  destination: {repo: oci://REG/team/deploy, tag: dev, path: apps/web}
+`
+
+const ociShopSync = `apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: shop-dev}
+spec:
+  source: {repo: APP, ref: main, path: charts/shop}
+  render:
+    helm: {releaseName: shop}
+  images:
+  - name: REG/team/shop
+  destination: {repo: oci://REG/team/deploy, tag: dev, path: apps/shop}
+`
+
+func (f *fixture) artifact(t *testing.T, tag string) (map[string][]byte, string) {
+	t.Helper()
+	ref, err := name.NewTag(f.reg.Host+"/team/deploy:"+tag, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _, digest, found, err := ociartifact.Read(context.Background(), ref, ociartifact.DefaultLimits())
+	if err != nil || !found {
+		t.Fatalf("reading %s: found %v, %v", ref, found, err)
+	}
+	return files, digest.String()
+}
+
+// Syncs whose destination is an OCI repository and tag land together as
+// one artifact: each folder with its provenance record, images pinned,
+// the tag moved to it; a run with nothing new pushes nothing; a changed
+// source pushes a new artifact with both folders; the result names the
+// digest.
+func TestSyncsLandInOneOCIArtifact(t *testing.T) {
+	f := newFixture(t)
+	f.sync("web-dev", ociDevSync)
+	f.sync("shop-dev", ociShopSync)
+	// A third sync of the tag: whichever reads the artifact first, each
+	// writes through it.
+	f.sync("web-prod", strings.NewReplacer("web-dev", "web-prod", "overlays/dev", "overlays/prod", "apps/web", "apps/web-prod", "tag: dev\n  destination", "tag: prod\n  destination").Replace(ociDevSync))
+	rep := f.run()
+	web, shop := f.result(rep, "web-dev"), f.result(rep, "shop-dev")
+	if web.Result != Committed || shop.Result != Committed || web.Commit != shop.Commit || !strings.HasPrefix(web.Commit, "sha256:") {
+		t.Fatalf("first run: %+v\n%+v", web, shop)
+	}
+	files, digest := f.artifact(t, "dev")
+	if digest != web.Commit {
+		t.Errorf("the tag is at %s, the result says %s", digest, web.Commit)
+	}
+	if p := f.result(rep, "web-prod"); p.Result != Committed || p.Commit != web.Commit {
+		t.Errorf("the third sync of the tag: %+v", p)
+	}
+	for _, want := range []string{"apps/web/.sluice.yaml", "apps/web/deployment-web.yaml", "apps/shop/.sluice.yaml", "apps/shop/deployment-shop.yaml", "apps/web-prod/deployment-web.yaml"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("the artifact lacks %s; it holds %v", want, keys(files))
+		}
+	}
+	if !strings.Contains(string(files["apps/web/deployment-web.yaml"]), f.digests["web:dev"]) {
+		t.Errorf("the web image is not pinned in the artifact:\n%s", files["apps/web/deployment-web.yaml"])
+	}
+	if web.Destination != "oci://"+f.reg.Host+"/team/deploy dev apps/web" {
+		t.Errorf("the result's destination: %q", web.Destination)
+	}
+
+	uploads := f.reg.Uploads.Load()
+	rep = f.run()
+	if r := f.result(rep, "web-dev"); r.Result != Unchanged || r.Commit != digest || f.reg.Uploads.Load() != uploads {
+		t.Errorf("a run with nothing new: %+v, %d uploads", r, f.reg.Uploads.Load()-uploads)
+	}
+
+	f.app.Write(map[string]string{"deploy/overlays/dev/replicas.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 5}\n"}).Commit("five")
+	f.app.Push("main")
+	rep = f.run()
+	web = f.result(rep, "web-dev")
+	if web.Result != Committed || web.Commit == digest {
+		t.Fatalf("after a change: %+v", web)
+	}
+	files, digest2 := f.artifact(t, "dev")
+	if digest2 != web.Commit || !strings.Contains(string(files["apps/web/deployment-web.yaml"]), "replicas: 5") || files["apps/shop/deployment-shop.yaml"] == nil {
+		t.Errorf("the new artifact %s (result %s): %v", digest2, web.Commit, keys(files))
+	}
+}
+
+// A tag that points at an artifact Sluice did not push is not moved: the
+// syncs fail naming the digest found, and the tag stays.
+func TestAnOCIDestinationTagSluiceDidNotPushIsLeftAlone(t *testing.T) {
+	f := newFixture(t)
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := f.reg.PushImage(t, "team/deploy:dev", img)
+	f.sync("web-dev", ociDevSync)
+	r := f.result(f.run(), "web-dev")
+	if r.Result != Failed || !strings.Contains(r.Error, theirs) || !strings.Contains(r.Error, "which Sluice did not push") {
+		t.Errorf("writing over someone else's tag: %+v", r)
+	}
+	ref, _ := name.NewTag(f.reg.Host+"/team/deploy:dev", name.Insecure)
+	if d, err := remote.Head(ref); err != nil || d.Digest.String() != theirs {
+		t.Errorf("the tag moved to %v (%v)", d, err)
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
