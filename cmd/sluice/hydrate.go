@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"sluice.dev/sluice/internal/artifactsig"
 	"sluice.dev/sluice/internal/hydrate"
 )
 
@@ -20,6 +22,8 @@ type hydrateFlags struct {
 	out      string
 	output   string
 	parallel int
+	// artifactKey is the cosign key OCI artifacts are signed with.
+	artifactKey string
 }
 
 func newHydrateCmd(s Streams, g *globalFlags) *cobra.Command {
@@ -64,6 +68,7 @@ failed (with --dry-run: something would change), 2 invalid input or error.`,
 	fl.StringVar(&f.out, "out", "", "write the folders under this directory (DIR/BRANCH/PATH) instead of git")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fl.IntVar(&f.parallel, "parallel", 0, "syncs rendered at once (default: the number of CPUs)")
+	fl.StringVar(&f.artifactKey, "artifact-key", "", "sign every OCI artifact pushed with this cosign key (cosign generate-key-pair's; its password in $COSIGN_PASSWORD), its SLSA provenance attached")
 	f.engine.addCache(fl)
 	f.engine.addSigning(fl)
 	return cmd
@@ -75,6 +80,16 @@ func (f *hydrateFlags) options(s Streams, g *globalFlags) (hydrate.Options, erro
 		return o, err
 	}
 	o.Force, o.DryRun, o.OutDir, o.Parallel = f.force, f.dryRun, f.out, f.parallel
+	o.Version = sluiceVersion()
+	if f.artifactKey != "" {
+		data, err := os.ReadFile(f.artifactKey)
+		if err != nil {
+			return o, fmt.Errorf("--artifact-key: %w", err)
+		}
+		if o.ArtifactKey, err = artifactsig.ParseKey(data, []byte(os.Getenv("COSIGN_PASSWORD"))); err != nil {
+			return o, fmt.Errorf("--artifact-key %s: %w", f.artifactKey, err)
+		}
+	}
 	o.Log = slog.Default()
 	if f.live(s) {
 		o.Progress = func(r hydrate.Result) { printSync(s, r) }

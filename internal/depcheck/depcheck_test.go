@@ -43,7 +43,7 @@ var layers = map[string][]string{
 	// Makes releases of Sluice; nothing of Sluice runs in it.
 	"internal/release": {},
 	"internal/hydrate": {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/forge",
-		"internal/render", "internal/pin", "internal/destination", "internal/signing", "internal/imagesig", "internal/synckey", "internal/hooks", "internal/secrets", "internal/ociartifact"},
+		"internal/render", "internal/pin", "internal/destination", "internal/signing", "internal/imagesig", "internal/synckey", "internal/hooks", "internal/secrets", "internal/ociartifact", "internal/artifactsig"},
 	// The dashboard reads what the controller and sessions write.
 	"internal/dashboard":   {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/cluster", "internal/session", "internal/preview", "internal/hydrate", "internal/source", "internal/registry", "internal/review", "internal/config", "internal/forge", "internal/synckey"},
 	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing", "internal/imagesig", "internal/registry", "internal/synckey", "internal/forge"},

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/artifactsig"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/egress"
@@ -150,6 +151,12 @@ type Options struct {
 	// concurrent runs); its capacity is the bound, and Parallel is then
 	// ignored.
 	RenderSlots chan struct{}
+	// ArtifactKey, when set, signs every OCI artifact pushed (as cosign
+	// signs) and attaches its SLSA provenance, both before its tag moves:
+	// a push whose signing fails moves no tag.
+	ArtifactKey *artifactsig.Key
+	// Version is Sluice's, for the provenance.
+	Version string
 }
 
 // charts is what fetches a sync's remote chart.

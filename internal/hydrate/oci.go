@@ -2,6 +2,7 @@ package hydrate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/artifactsig"
 	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/ociartifact"
 	"sluice.dev/sluice/internal/registry"
@@ -99,7 +101,13 @@ func (r *runner) writeArtifact(ctx context.Context, plans []*plan, indexes []int
 		if files, err = readTree(a.dir.Root); err == nil {
 			packed, perr := ociartifact.Pack(files, artifactMeta(plans, indexes))
 			if err = perr; err == nil {
-				res, err = ociartifact.Push(ctx, a.tag, packed, ociartifact.PushOptions{Remote: a.reg.PushOptions(ctx)})
+				o := ociartifact.PushOptions{Remote: a.reg.PushOptions(ctx)}
+				if key := r.o.ArtifactKey; key != nil {
+					o.BeforeTag = func(ctx context.Context, ref name.Digest) error {
+						return r.signArtifact(ctx, ref, key, plans, indexes)
+					}
+				}
+				res, err = ociartifact.Push(ctx, a.tag, packed, o)
 			}
 		}
 	}
@@ -166,4 +174,42 @@ func readTree(root string) (map[string][]byte, error) {
 		return nil
 	})
 	return files, err
+}
+
+// signArtifact signs an artifact as cosign signs, and attaches its SLSA
+// provenance: each sync of it, its source, the folder it rendered from,
+// its render settings, the images it pinned and its provenance record.
+func (r *runner) signArtifact(ctx context.Context, ref name.Digest, key *artifactsig.Key, plans []*plan, indexes []int) error {
+	opts := plans[indexes[0]].artifact.reg.PushOptions(ctx)
+	if _, err := artifactsig.SignCosign(ctx, ref, key, opts...); err != nil {
+		return err
+	}
+	prov := artifactsig.Provenance{Version: r.o.Version, Finished: r.o.Now()}
+	for _, i := range indexes {
+		p := plans[i]
+		sp := artifactsig.SyncProvenance{Name: p.ms.Name, Folder: p.dstPath, Record: p.folder[v1alpha1.ProvenanceFile]}
+		if p.ms.Namespace != "" {
+			sp.Name = p.ms.Namespace + "/" + p.ms.Name
+		}
+		if pv := p.prov; pv != nil {
+			sp.Repo, sp.Ref, sp.Commit, sp.Paths = pv.Source.Repo, pv.Source.Ref, pv.Source.Commit, []string{pv.Source.Path}
+			for _, img := range pv.Images {
+				sp.Images = append(sp.Images, artifactsig.PinnedImage{Name: img.Name, Digest: img.Digest})
+			}
+			sp.Render = map[string]any{"deployer": pv.Deployer}
+			if raw, err := json.Marshal(p.ms.Spec.Render); err == nil {
+				var render map[string]any
+				if json.Unmarshal(raw, &render) == nil && len(render) > 0 {
+					sp.Render["render"] = render
+				}
+			}
+		}
+		prov.Syncs = append(prov.Syncs, sp)
+	}
+	predicate, err := prov.Predicate()
+	if err != nil {
+		return err
+	}
+	_, err = artifactsig.Attest(ctx, ref, key, artifactsig.SLSAPredicate, predicate, opts...)
+	return err
 }

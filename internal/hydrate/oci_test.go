@@ -2,6 +2,11 @@ package hydrate
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -9,7 +14,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"sluice.dev/sluice/internal/artifactsig"
 	"sluice.dev/sluice/internal/ociartifact"
+	"sluice.dev/sluice/internal/testenv"
 )
 
 const ociDevSync = `apiVersion: sluice.dev/v1alpha1
@@ -129,4 +136,54 @@ func keys(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// With a key, each artifact is signed and carries its SLSA provenance
+// before its tag moves: the real cosign verify and verify-attestation
+// accept both, and the provenance names the syncs, the source commit and
+// every pinned image digest.
+func TestAnOCIArtifactIsSignedWithItsProvenance(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	gen := exec.Command(testenv.CosignBinary(t), "generate-key-pair")
+	gen.Dir, gen.Env = dir, append(os.Environ(), "COSIGN_PASSWORD=pw")
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "cosign.key"))
+	key, err := artifactsig.ParseKey(data, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.sync("web-dev", ociDevSync)
+	r := f.result(f.run(func(o *Options) { o.ArtifactKey, o.Version = key, "v0.1.0-test" }), "web-dev")
+	if r.Result != Committed {
+		t.Fatalf("%+v", r)
+	}
+	ref := f.reg.Host + "/team/deploy@" + r.Commit
+	cosign := func(args ...string) (string, error) {
+		out, err := exec.Command(testenv.CosignBinary(t), append(args, "--key", filepath.Join(dir, "cosign.pub"), "--insecure-ignore-tlog", "--allow-http-registry", "--allow-insecure-registry", ref)...).Output()
+		return string(out), err
+	}
+	if out, err := cosign("verify"); err != nil {
+		t.Errorf("cosign verify: %v\n%s", err, out)
+	}
+	out, err := cosign("verify-attestation", "--type", "slsaprovenance1")
+	if err != nil {
+		t.Fatalf("cosign verify-attestation: %v\n%s", err, out)
+	}
+	var payload string
+	for _, line := range strings.Split(out, "\n") {
+		var env struct{ Payload string }
+		if json.Unmarshal([]byte(line), &env) == nil && env.Payload != "" {
+			p, _ := base64.StdEncoding.DecodeString(env.Payload)
+			payload = string(p)
+		}
+	}
+	commit := f.app.Head()
+	for _, want := range []string{`"name":"web-dev"`, `"folder":"apps/web"`, `"gitCommit":"` + commit, strings.TrimPrefix(f.digests["web:dev"], "sha256:"), `"sluice":"v0.1.0-test"`, `"deploy/overlays/dev"`} {
+		if !strings.Contains(payload, want) {
+			t.Errorf("the provenance lacks %s:\n%s", want, payload)
+		}
+	}
 }
