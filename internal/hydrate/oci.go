@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/artifactsig"
@@ -102,6 +103,9 @@ func (r *runner) writeArtifact(ctx context.Context, plans []*plan, indexes []int
 			packed, perr := ociartifact.Pack(files, artifactMeta(plans, indexes))
 			if err = perr; err == nil {
 				o := ociartifact.PushOptions{Remote: a.reg.PushOptions(ctx)}
+				if t, terr := immutableTag(a.tag.TagStr(), packed, artifactMeta(plans, indexes)); terr == nil {
+					o.Tags = []string{t}
+				}
 				if key := r.o.ArtifactKey; key != nil {
 					o.BeforeTag = func(ctx context.Context, ref name.Digest) error {
 						return r.signArtifact(ctx, ref, key, plans, indexes)
@@ -212,4 +216,24 @@ func (r *runner) signArtifact(ctx context.Context, ref name.Digest, key *artifac
 	}
 	_, err = artifactsig.Attest(ctx, ref, key, artifactsig.SLSAPredicate, predicate, opts...)
 	return err
+}
+
+// immutableTag is the tag of one hydration beside the moving one: the
+// moving tag, the source commit when the syncs share one, and the
+// content's digest (dev-1e2f3a4b5c6d-9a8b7c6d5e4f): the same name is
+// never given to other content.
+func immutableTag(moving string, img v1.Image, m ociartifact.Meta) (string, error) {
+	layers, err := img.Layers()
+	if err != nil || len(layers) == 0 {
+		return "", fmt.Errorf("the artifact has no layer: %v", err)
+	}
+	content, err := layers[0].Digest()
+	if err != nil {
+		return "", err
+	}
+	t := moving
+	if _, commit, ok := strings.Cut(m.Revision, "sha1:"); ok && len(commit) >= 12 {
+		t += "-" + commit[:12]
+	}
+	return t + "-" + content.Hex[:12], nil
 }

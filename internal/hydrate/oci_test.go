@@ -87,6 +87,21 @@ func TestSyncsLandInOneOCIArtifact(t *testing.T) {
 	if !strings.Contains(string(files["apps/web/deployment-web.yaml"]), f.digests["web:dev"]) {
 		t.Errorf("the web image is not pinned in the artifact:\n%s", files["apps/web/deployment-web.yaml"])
 	}
+	// Beside the moving tag, the hydration's own: the tag, the source
+	// commit, the content's digest.
+	layerDigest := func(d string) string {
+		ref, _ := name.NewDigest(f.reg.Host+"/team/deploy@"+d, name.Insecure)
+		img, err := remote.Image(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := img.Manifest()
+		return m.Layers[0].Digest.Hex[:12]
+	}
+	immutable, _ := name.NewTag(f.reg.Host+"/team/deploy:dev-"+f.app.Head()[:12]+"-"+layerDigest(digest), name.Insecure)
+	if d, err := remote.Head(immutable); err != nil || d.Digest.String() != digest {
+		t.Errorf("the hydration's own tag %s: %v %v", immutable.TagStr(), d, err)
+	}
 	if web.Destination != "oci://"+f.reg.Host+"/team/deploy dev apps/web" {
 		t.Errorf("the result's destination: %q", web.Destination)
 	}
