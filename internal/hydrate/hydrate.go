@@ -419,8 +419,8 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 	}
 	groups := map[string]*group{}
 	proposals := map[string]*group{}
-	ociGroups := map[string][]int{}
-	var ociKeys []string
+	ociGroups := map[*artifact][]int{}
+	var artifacts []*artifact
 	var keys, proposalKeys []string
 	for i, p := range plans {
 		if p.err == nil && p.dstRepo != nil && isProposal(p) && r.o.OutDir == "" {
@@ -441,12 +441,11 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 			r.finish(i, p.writeDir(destination.Dir{Root: r.o.OutDir}))
 			continue
 		}
-		if p.artifact != nil || p.ms.Spec.Destination.IsOCI() {
-			key := fmt.Sprintf("oci#%s#%s", p.ms.Spec.Destination.Repo, p.ms.Spec.Destination.Tag)
-			if _, ok := ociGroups[key]; !ok {
-				ociKeys = append(ociKeys, key)
+		if a := p.artifact; a != nil {
+			if _, ok := ociGroups[a]; !ok {
+				artifacts = append(artifacts, a)
 			}
-			ociGroups[key] = append(ociGroups[key], i)
+			ociGroups[a] = append(ociGroups[a], i)
 			continue
 		}
 		key := fmt.Sprintf("%s#%p#%s", p.dstRepo.Location().Key(), p.dstRepo, p.branch)
@@ -460,12 +459,11 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 	}
 	sort.Strings(keys)
 	var wg sync.WaitGroup
-	for _, k := range ociKeys {
-		indexes := ociGroups[k]
+	for _, a := range artifacts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.writeArtifact(ctx, plans, indexes)
+			r.writeArtifact(ctx, a, plans, ociGroups[a])
 		}()
 	}
 	for _, k := range proposalKeys {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -29,6 +30,10 @@ type artifact struct {
 	// digest is what the tag pointed at when read ("" when it did not
 	// exist).
 	digest string
+	// read reads it once, for the first sync that asks; err is its
+	// failure, every sync's.
+	read sync.Once
+	err  error
 }
 
 // openArtifact reads the artifact an OCI destination's tag names (once
@@ -43,78 +48,62 @@ func (r *runner) openArtifact(ctx context.Context, p *plan) (folderReader, error
 	if err != nil {
 		return nil, fmt.Errorf("spec.destination.repo %q: %w", d.Repo, err)
 	}
+	// One per repository, tag and registry client (credentials): the
+	// runner's lock is held only to find it, never over the registry.
 	key := fmt.Sprintf("%s:%s#%p", repo.Name(), d.Tag, reg)
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if a, ok := r.artifacts[key]; ok {
-		p.tip, p.artifact = a.digest, a
-		return a.dir, nil
+	a, ok := r.artifacts[key]
+	if !ok {
+		a = &artifact{tag: repo.Tag(d.Tag), reg: reg}
+		r.artifacts[key] = a
 	}
-	tag := repo.Tag(d.Tag)
-	files, m, digest, found, err := ociartifact.Read(ctx, tag, ociartifact.DefaultLimits(), reg.Options(ctx)...)
+	r.mu.Unlock()
+	a.read.Do(func() { a.err = r.stage(ctx, a) })
+	if a.err != nil {
+		return nil, a.err
+	}
+	p.tip, p.artifact = a.digest, a
+	return a.dir, nil
+}
+
+// stage reads what a's tag holds into a temporary directory.
+func (r *runner) stage(ctx context.Context, a *artifact) error {
+	files, m, digest, found, err := ociartifact.Read(ctx, a.tag, ociartifact.DefaultLimits(), a.reg.Options(ctx)...)
 	switch {
 	case err != nil && (m == nil || ociartifact.Ours(m)):
-		return nil, fmt.Errorf("reading %s%s: %w", v1alpha1.OCIScheme, tag, err)
+		return fmt.Errorf("reading %s%s: %w", v1alpha1.OCIScheme, a.tag, err)
 	case err != nil || (found && !ociartifact.Ours(m)):
 		files = nil // someone else's: nothing of it is kept
 	}
 	dir, err := os.MkdirTemp("", "sluice-oci-")
 	if err != nil {
-		return nil, err
+		return err
 	}
+	r.mu.Lock()
 	r.tmpDirs = append(r.tmpDirs, dir)
+	r.mu.Unlock()
 	for p, data := range files {
 		full := filepath.Join(dir, filepath.FromSlash(p)) // ociartifact.Files checked each path
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(full, data, 0o644); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	a := &artifact{tag: tag, reg: reg, dir: destination.Dir{Root: dir}}
+	a.dir = destination.Dir{Root: dir}
 	if found {
 		a.digest = digest.String()
 	}
-	r.artifacts[key] = a
-	p.tip = a.digest
-	p.artifact = a
-	return a.dir, nil
+	return nil
 }
 
 // writeArtifact lands the changed folders of one OCI destination's tag:
 // each written into the staged artifact, the whole packed and pushed,
 // the tag moved once the artifact is whole (and only when it changed).
 // Every sync of the tag lands, or none does.
-func (r *runner) writeArtifact(ctx context.Context, plans []*plan, indexes []int) {
-	a := plans[indexes[0]].artifact
-	var err error
-	for _, i := range indexes {
-		p := plans[i]
-		if err = a.dir.WriteFolder(p.dstPath, p.folder); err != nil {
-			err = fmt.Errorf("staging %s: %w", p.dstPath, err)
-			break
-		}
-	}
-	var res ociartifact.PushResult
-	if err == nil {
-		var files map[string][]byte
-		if files, err = readTree(a.dir.Root); err == nil {
-			packed, perr := ociartifact.Pack(files, artifactMeta(plans, indexes))
-			if err = perr; err == nil {
-				o := ociartifact.PushOptions{Remote: a.reg.PushOptions(ctx)}
-				if t, terr := immutableTag(a.tag.TagStr(), packed, artifactMeta(plans, indexes)); terr == nil {
-					o.Tags = []string{t}
-				}
-				if key := r.o.ArtifactKey; key != nil {
-					o.BeforeTag = func(ctx context.Context, ref name.Digest) error {
-						return r.signArtifact(ctx, ref, key, plans, indexes)
-					}
-				}
-				res, err = ociartifact.Push(ctx, a.tag, packed, o)
-			}
-		}
-	}
+func (r *runner) writeArtifact(ctx context.Context, a *artifact, plans []*plan, indexes []int) {
+	res, err := r.pushArtifact(ctx, a, plans, indexes)
 	for _, i := range indexes {
 		out := plans[i].result()
 		switch {
@@ -127,6 +116,35 @@ func (r *runner) writeArtifact(ctx context.Context, plans []*plan, indexes []int
 		}
 		r.finish(i, out)
 	}
+}
+
+// pushArtifact stages the syncs' folders, packs the artifact and pushes
+// it (signed first, when there is a key).
+func (r *runner) pushArtifact(ctx context.Context, a *artifact, plans []*plan, indexes []int) (ociartifact.PushResult, error) {
+	for _, i := range indexes {
+		if err := a.dir.WriteFolder(plans[i].dstPath, plans[i].folder); err != nil {
+			return ociartifact.PushResult{}, fmt.Errorf("staging %s: %w", plans[i].dstPath, err)
+		}
+	}
+	files, err := readTree(a.dir.Root)
+	if err != nil {
+		return ociartifact.PushResult{}, err
+	}
+	meta := artifactMeta(plans, indexes)
+	packed, err := ociartifact.Pack(files, meta)
+	if err != nil {
+		return ociartifact.PushResult{}, err
+	}
+	o := ociartifact.PushOptions{Remote: a.reg.PushOptions(ctx)}
+	if t, err := immutableTag(a.tag.TagStr(), packed, meta); err == nil {
+		o.Tags = []string{t}
+	}
+	if key := r.o.ArtifactKey; key != nil {
+		o.BeforeTag = func(ctx context.Context, ref name.Digest) error {
+			return r.signArtifact(ctx, ref, a, key, plans, indexes)
+		}
+	}
+	return ociartifact.Push(ctx, a.tag, packed, o)
 }
 
 // artifactMeta is the origin an artifact's annotations give: the source
@@ -183,8 +201,8 @@ func readTree(root string) (map[string][]byte, error) {
 // signArtifact signs an artifact as cosign signs, and attaches its SLSA
 // provenance: each sync of it, its source, the folder it rendered from,
 // its render settings, the images it pinned and its provenance record.
-func (r *runner) signArtifact(ctx context.Context, ref name.Digest, key *artifactsig.Key, plans []*plan, indexes []int) error {
-	opts := plans[indexes[0]].artifact.reg.PushOptions(ctx)
+func (r *runner) signArtifact(ctx context.Context, ref name.Digest, a *artifact, key *artifactsig.Key, plans []*plan, indexes []int) error {
+	opts := a.reg.PushOptions(ctx)
 	if _, err := artifactsig.SignCosign(ctx, ref, key, opts...); err != nil {
 		return err
 	}
