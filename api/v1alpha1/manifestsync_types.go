@@ -358,14 +358,65 @@ type Destination struct {
 	SOPS *SOPS `json:"sops,omitempty"`
 }
 
-// Signing names the key commits are signed with, as Flux's
-// image-automation-controller reads one: a Secret holding an SSH private
-// key under "identity" (git's gpg.format=ssh signatures), or an armored
-// OpenPGP private key under "git.asc" (with its passphrase, if it is
-// encrypted, under "passphrase").
+// Signing names how what the sync writes is signed.
+//
+// A git destination's commits: a Secret holding an SSH private key under
+// "identity" (git's gpg.format=ssh signatures), or an armored OpenPGP
+// private key under "git.asc" (with its passphrase, if it is encrypted,
+// under "passphrase"), as Flux's image-automation-controller reads one.
+//
+// An OCI destination's artifacts, each signed before its tag moves and
+// given an in-toto SLSA provenance attestation: provider cosign with a
+// Secret holding cosign.key (and cosign.password when it is encrypted:
+// what `cosign generate-key-pair k8s://NAMESPACE/NAME` writes), or with
+// keyless (a short-lived certificate for the controller's own identity);
+// provider notation with a Secret holding a certificate and its key
+// (tls.crt and tls.key, with ca.crt: a kubernetes.io/tls Secret, such as
+// cert-manager issues).
 type Signing struct {
-	SecretRef SecretRef `json:"secretRef"`
+	// Provider signs an OCI destination's artifacts: cosign (the default)
+	// or notation. A git destination's commits take none.
+	// +kubebuilder:validation:Enum=cosign;notation
+	// +optional
+	Provider string `json:"provider,omitempty"`
+	// SecretRef names the Secret of the key. Required, except for
+	// keyless cosign signing.
+	// +optional
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
+	// Keyless signs with cosign through Sigstore, with no key to keep: a
+	// certificate Fulcio issues for the controller's service account
+	// (its token, of audience sigstore) at each signature, and a signed
+	// timestamp that proves the signature was made while it was valid.
+	// +optional
+	Keyless *SigningKeyless `json:"keyless,omitempty"`
 }
+
+// The signing providers of an OCI destination.
+const (
+	SigningCosign   = "cosign"
+	SigningNotation = "notation"
+)
+
+// SigningKeyless is the Sigstore instance keyless signatures are made
+// with.
+type SigningKeyless struct {
+	// FulcioURL is the certificate authority that issues the signing
+	// certificate for the identity token (Sigstore's public instance,
+	// https://fulcio.sigstore.dev, by default).
+	// +optional
+	FulcioURL string `json:"fulcioURL,omitempty"`
+	// TimestampURL is the RFC 3161 timestamp authority that timestamps
+	// each signature (Sigstore's public one,
+	// https://timestamp.sigstore.dev/api/v1/timestamp, by default).
+	// +optional
+	TimestampURL string `json:"timestampURL,omitempty"`
+}
+
+// Sigstore's public instance, keyless signing's default.
+const (
+	DefaultFulcioURL    = "https://fulcio.sigstore.dev"
+	DefaultTimestampURL = "https://timestamp.sigstore.dev/api/v1/timestamp"
+)
 
 // IsOCI reports whether the destination is an OCI repository
 // (oci://REGISTRY/REPOSITORY and a tag) rather than a git one.

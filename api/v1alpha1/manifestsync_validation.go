@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/url"
 	"regexp"
 	"strings"
 	"text/template"
@@ -156,6 +158,7 @@ func (d Destination) validate(p *field.Path) field.ErrorList {
 	if d.Repo == "" {
 		errs = append(errs, field.Required(p.Child("repo"), "a git URL or a local path (defaults to spec.source.repo), or oci://REGISTRY/REPOSITORY"))
 	}
+	errs = append(errs, d.Signing.validate(p.Child("signing"), d.IsOCI())...)
 	if d.IsOCI() {
 		errs = append(errs, d.validateOCI(p)...)
 	} else {
@@ -215,10 +218,78 @@ func (d Destination) validateOCI(p *field.Path) field.ErrorList {
 	if d.Mode == ModeBranch || d.Mode == ModePullRequest {
 		errs = append(errs, field.Forbidden(p.Child("mode"), "an OCI destination has no review branch or pull request (a registry reviews nothing): use mode: push, and review the source's pull requests (sluice preview)"))
 	}
-	if d.Signing != nil {
-		errs = append(errs, field.Forbidden(p.Child("signing"), "signs git commits; an OCI destination has no commits"))
+	return errs
+}
+
+// validate checks how a destination is signed: a git destination's
+// commits with a key of a Secret; an OCI destination's artifacts with
+// cosign (a key, or keyless) or Notation (a certificate and its key).
+func (s *Signing) validate(p *field.Path, oci bool) field.ErrorList {
+	if s == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if !oci {
+		if s.Provider != "" {
+			errs = append(errs, field.Forbidden(p.Child("provider"), "signs an OCI destination's artifacts; a git destination's commits are signed with the key spec.destination.signing.secretRef names"))
+		}
+		if s.Keyless != nil {
+			errs = append(errs, field.Forbidden(p.Child("keyless"), "signs an OCI destination's artifacts; git commits are signed with a key"))
+		}
+		if s.SecretRef == nil {
+			errs = append(errs, field.Required(p.Child("secretRef"), "the Secret of the SSH or OpenPGP key commits are signed with"))
+		}
+		return errs
+	}
+	switch s.Provider {
+	case "", SigningCosign:
+		if (s.SecretRef == nil) == (s.Keyless == nil) {
+			errs = append(errs, field.Required(p, "cosign signs with the key of a Secret (secretRef: cosign.key, cosign.password) or keyless, one of the two"))
+		}
+	case SigningNotation:
+		if s.SecretRef == nil {
+			errs = append(errs, field.Required(p.Child("secretRef"), "the Secret of the Notation certificate and key (tls.crt, tls.key, ca.crt)"))
+		}
+		if s.Keyless != nil {
+			errs = append(errs, field.Forbidden(p.Child("keyless"), "keyless signing is cosign's; Notation signs with a certificate's key"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(p.Child("provider"), s.Provider, []string{SigningCosign, SigningNotation}))
+	}
+	if k := s.Keyless; k != nil {
+		for name, u := range map[string]string{"fulcioURL": k.FulcioURL, "timestampURL": k.TimestampURL} {
+			if err := validateServiceURL(u); err != nil {
+				errs = append(errs, field.Invalid(p.Child("keyless", name), u, err.Error()))
+			}
+		}
 	}
 	return errs
+}
+
+// validateServiceURL checks the URL of a signing service: https, or
+// http on loopback (a test's); "" is the default.
+func validateServiceURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Host == "" || u.User != nil:
+		return fmt.Errorf("expected an https URL")
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("expected an https URL (http only on loopback)")
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // IsCommitSHA reports whether ref is a full SHA-1 commit name.

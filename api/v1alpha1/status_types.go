@@ -114,10 +114,17 @@ type PullRequestStatus struct {
 
 // DestinationStatus is a hydrated folder and the commit holding it.
 type DestinationStatus struct {
-	Repo   string `json:"repo"`
-	Branch string `json:"branch"`
-	Path   string `json:"path"`
+	Repo string `json:"repo"`
+	// Branch is a git destination's.
+	Branch string `json:"branch,omitempty"`
+	// Tag is an OCI destination's.
+	Tag  string `json:"tag,omitempty"`
+	Path string `json:"path"`
+	// Commit is the git destination's commit that holds the folder.
 	Commit string `json:"commit,omitempty"`
+	// Digest is the OCI destination's artifact that holds the folder
+	// (its manifest's digest, which the tag names).
+	Digest string `json:"digest,omitempty"`
 }
 
 // ImageStatus is what the controller last did with an Image.

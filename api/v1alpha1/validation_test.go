@@ -118,6 +118,11 @@ func TestOCIDestinationsTakeATagAndNothingOfGits(t *testing.T) {
 		}
 		return d
 	}
+	git := func(d Destination) Destination {
+		d.Repo, d.Branch, d.Path, d.Layout, d.Mode = "https://git.example.com/deploy.git", "main", "apps/web", LayoutPerObject, ModePush
+		return d
+	}
+	key := &SecretRef{Name: "k"}
 	for _, c := range []struct {
 		name string
 		d    Destination
@@ -133,8 +138,22 @@ func TestOCIDestinationsTakeATagAndNothingOfGits(t *testing.T) {
 		{"no repository", oci(Destination{Repo: "oci://ghcr.io", Tag: "dev"}), "spec.destination.repo: Invalid"},
 		{"pull requests", oci(Destination{Tag: "dev", Mode: ModePullRequest, PullRequest: &PullRequest{Forge: ForgeGitHub}}), "no review branch or pull request"},
 		{"review branches", oci(Destination{Tag: "dev", Mode: ModeBranch}), "no review branch or pull request"},
-		{"commit signing", oci(Destination{Tag: "dev", Signing: &Signing{SecretRef: SecretRef{Name: "k"}}}), "spec.destination.signing: Forbidden"},
-		{"git with a tag", Destination{Repo: "https://git.example.com/deploy.git", Branch: "main", Tag: "dev", Path: "apps/web", Layout: LayoutPerObject, Mode: ModePush}, "spec.destination.tag: Forbidden"},
+		{"git with a tag", git(Destination{Tag: "dev"}), "spec.destination.tag: Forbidden"},
+		// Signing: a git destination's commits with a key; an OCI
+		// destination's artifacts with cosign (a key or keyless) or
+		// Notation (a certificate's key).
+		{"a cosign key", oci(Destination{Tag: "dev", Signing: &Signing{SecretRef: key}}), ""},
+		{"cosign keyless", oci(Destination{Tag: "dev", Signing: &Signing{Provider: SigningCosign, Keyless: &SigningKeyless{}}}), ""},
+		{"keyless on loopback", oci(Destination{Tag: "dev", Signing: &Signing{Keyless: &SigningKeyless{FulcioURL: "http://127.0.0.1:5555", TimestampURL: "https://tsa.example.com/api/v1/timestamp"}}}), ""},
+		{"keyless over http", oci(Destination{Tag: "dev", Signing: &Signing{Keyless: &SigningKeyless{FulcioURL: "http://fulcio.example.com"}}}), "spec.destination.signing.keyless.fulcioURL: Invalid"},
+		{"a key and keyless", oci(Destination{Tag: "dev", Signing: &Signing{SecretRef: key, Keyless: &SigningKeyless{}}}), "spec.destination.signing: Required"},
+		{"cosign with neither", oci(Destination{Tag: "dev", Signing: &Signing{}}), "spec.destination.signing: Required"},
+		{"notation", oci(Destination{Tag: "dev", Signing: &Signing{Provider: SigningNotation, SecretRef: key}}), ""},
+		{"notation keyless", oci(Destination{Tag: "dev", Signing: &Signing{Provider: SigningNotation, Keyless: &SigningKeyless{}}}), "spec.destination.signing.secretRef: Required"},
+		{"another provider", oci(Destination{Tag: "dev", Signing: &Signing{Provider: "gpg", SecretRef: key}}), "spec.destination.signing.provider: Unsupported"},
+		{"git commit signing", git(Destination{Signing: &Signing{SecretRef: key}}), ""},
+		{"git with a provider", git(Destination{Signing: &Signing{Provider: SigningCosign, SecretRef: key}}), "spec.destination.signing.provider: Forbidden"},
+		{"git keyless", git(Destination{Signing: &Signing{Keyless: &SigningKeyless{}}}), "spec.destination.signing.keyless: Forbidden"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			errs := c.d.validate(field.NewPath("spec", "destination"))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/artifactsig"
 	"sluice.dev/sluice/internal/hydrate"
 )
@@ -22,8 +23,10 @@ type hydrateFlags struct {
 	out      string
 	output   string
 	parallel int
-	// artifactKey is the cosign key OCI artifacts are signed with.
-	artifactKey string
+	// How OCI artifacts are signed: a cosign key, keyless, or Notation.
+	artifactKey, notationKey, notationCert string
+	keyless                                bool
+	identityToken, fulcioURL, timestampURL string
 }
 
 func newHydrateCmd(s Streams, g *globalFlags) *cobra.Command {
@@ -69,6 +72,12 @@ failed (with --dry-run: something would change), 2 invalid input or error.`,
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fl.IntVar(&f.parallel, "parallel", 0, "syncs rendered at once (default: the number of CPUs)")
 	fl.StringVar(&f.artifactKey, "artifact-key", "", "sign every OCI artifact pushed with this cosign key (cosign generate-key-pair's; its password in $COSIGN_PASSWORD), its SLSA provenance attached")
+	fl.BoolVar(&f.keyless, "artifact-keyless", false, "sign every OCI artifact pushed with cosign, keyless: a certificate from Fulcio for the CI job's identity token (--identity-token, $SIGSTORE_ID_TOKEN, or GitHub Actions' own, audience sigstore), the signature timestamped")
+	fl.StringVar(&f.identityToken, "identity-token", "", "the file of the OIDC identity token keyless signing presents to Fulcio (default: $SIGSTORE_ID_TOKEN, or GitHub Actions' token)")
+	fl.StringVar(&f.fulcioURL, "fulcio-url", v1alpha1.DefaultFulcioURL, "the Fulcio that certifies keyless signatures")
+	fl.StringVar(&f.timestampURL, "timestamp-url", v1alpha1.DefaultTimestampURL, "the RFC 3161 timestamp authority that timestamps keyless signatures")
+	fl.StringVar(&f.notationKey, "artifact-notation-key", "", "sign every OCI artifact pushed with Notation with this private key (PEM), its SLSA provenance attached and signed")
+	fl.StringVar(&f.notationCert, "artifact-notation-cert", "", "the certificate chain (PEM, the key's certificate first) of --artifact-notation-key")
 	f.engine.addCache(fl)
 	f.engine.addSigning(fl)
 	return cmd
@@ -81,20 +90,65 @@ func (f *hydrateFlags) options(s Streams, g *globalFlags) (hydrate.Options, erro
 	}
 	o.Force, o.DryRun, o.OutDir, o.Parallel = f.force, f.dryRun, f.out, f.parallel
 	o.Version = sluiceVersion()
-	if f.artifactKey != "" {
-		data, err := os.ReadFile(f.artifactKey)
-		if err != nil {
-			return o, fmt.Errorf("--artifact-key: %w", err)
-		}
-		if o.ArtifactKey, err = artifactsig.ParseKey(data, []byte(os.Getenv("COSIGN_PASSWORD"))); err != nil {
-			return o, fmt.Errorf("--artifact-key %s: %w", f.artifactKey, err)
-		}
+	if o.ArtifactSigner, err = f.artifactSigner(); err != nil {
+		return o, err
 	}
 	o.Log = slog.Default()
 	if f.live(s) {
 		o.Progress = func(r hydrate.Result) { printSync(s, r) }
 	}
 	return o, nil
+}
+
+// artifactSigner is the signer the flags name, if any.
+func (f *hydrateFlags) artifactSigner() (artifactsig.Signer, error) {
+	named := 0
+	for _, set := range []bool{f.artifactKey != "", f.keyless, f.notationKey != "" || f.notationCert != ""} {
+		if set {
+			named++
+		}
+	}
+	switch {
+	case named > 1:
+		return nil, errors.New("--artifact-key, --artifact-keyless and --artifact-notation-key: one of them")
+	case f.artifactKey != "":
+		data, err := os.ReadFile(f.artifactKey)
+		if err != nil {
+			return nil, fmt.Errorf("--artifact-key: %w", err)
+		}
+		k, err := artifactsig.ParseKey(data, []byte(os.Getenv("COSIGN_PASSWORD")))
+		if err != nil {
+			return nil, fmt.Errorf("--artifact-key %s: %w", f.artifactKey, err)
+		}
+		return artifactsig.CosignKey(k, "the cosign key "+f.artifactKey), nil
+	case f.keyless:
+		token := artifactsig.TokenFile(f.identityToken)
+		if f.identityToken == "" {
+			var err error
+			if token, err = artifactsig.CIToken(os.Getenv, nil); err != nil {
+				return nil, fmt.Errorf("--artifact-keyless: %w", err)
+			}
+		}
+		return artifactsig.KeylessSigner(artifactsig.Keyless{FulcioURL: f.fulcioURL, TimestampURL: f.timestampURL, Token: token}), nil
+	case f.notationKey != "" || f.notationCert != "":
+		if f.notationKey == "" || f.notationCert == "" {
+			return nil, errors.New("--artifact-notation-key and --artifact-notation-cert go together")
+		}
+		key, err := os.ReadFile(f.notationKey)
+		if err != nil {
+			return nil, fmt.Errorf("--artifact-notation-key: %w", err)
+		}
+		chain, err := os.ReadFile(f.notationCert)
+		if err != nil {
+			return nil, fmt.Errorf("--artifact-notation-cert: %w", err)
+		}
+		k, err := artifactsig.ParseNotationKey(key, chain)
+		if err != nil {
+			return nil, fmt.Errorf("--artifact-notation-key %s: %w", f.notationKey, err)
+		}
+		return artifactsig.NotationSigner(k, "the Notation key "+f.notationKey), nil
+	}
+	return nil, nil
 }
 
 // live reports whether each sync's line is printed as its result comes

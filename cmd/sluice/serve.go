@@ -32,6 +32,7 @@ type serveFlags struct {
 	leaderElect                               bool
 	leaderNS                                  string
 	leaderID                                  string
+	identityToken                             string
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	gitStall                                  time.Duration
 	metricsAddr                               string
@@ -103,6 +104,7 @@ dashboard too, each person as themselves.`,
 				Insecure: f.engine.insecure, Limits: lim, AllowLocalRepos: f.allowLocal, AllowBuilders: f.allowBuilders,
 				AllowRemoteHosts: f.engine.limits.allowRemote, NoRemoteBases: f.engine.limits.noRemoteBases, Sandbox: sb,
 				WatchLabelSelector: f.selector, LeaderElection: f.leaderElect, LeaderElectionNamespace: f.leaderNS, LeaderElectionID: f.leaderID,
+				IdentityTokenFile: f.identityToken, Version: sluiceVersion(),
 				GitStallTimeout: f.gitStall, LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
 				MetricsAddr: f.metricsAddr, ProbeAddr: f.healthAddr, HookAddr: f.hookAddr, PprofAddr: f.pprofAddr, Log: log,
 				DashboardAddr: f.dashboardAddr, DashboardAuth: f.dashboard, DashboardReadOnly: f.dashReadOnly, DashboardURL: f.dashboardURL,
@@ -126,6 +128,7 @@ dashboard too, each person as themselves.`,
 	fl.StringVar(&f.selector, "watch-label-selector", "", "reconcile only the resources this label selector matches (a shard)")
 	fl.BoolVar(&f.leaderElect, "enable-leader-election", false, "elect one replica to reconcile, through a Lease")
 	fl.StringVar(&f.leaderNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's, or default out of cluster)")
+	fl.StringVar(&f.identityToken, "identity-token-file", "", "the controller's identity token for keyless signing of OCI artifacts (spec.destination.signing.keyless): a projected service account token of audience sigstore, read at each signature")
 	fl.StringVar(&f.leaderID, "leader-election-id", "", "name of the Lease (default: sluice-controller, with a suffix per --watch-label-selector)")
 	fl.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a Lease holds unrenewed before another replica takes it")
 	fl.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew its Lease before it stops leading (and pushes nothing more)")

@@ -152,21 +152,22 @@ func SignCosign(ctx context.Context, ref name.Digest, key *Key, opts ...remote.O
 // sigstore-go), and returns the referrer's digest. SignCosign is the
 // statement cosign's signatures are.
 func Attest(ctx context.Context, ref name.Digest, key *Key, predicateType string, predicate *structpb.Struct, opts ...remote.Option) (v1.Hash, error) {
+	return attest(ctx, ref, key, sign.BundleOptions{Context: ctx}, predicateType, predicate, opts...)
+}
+
+// attest signs a statement about ref with keypair (and what bo adds: a
+// certificate, a timestamp) and attaches it.
+func attest(ctx context.Context, ref name.Digest, keypair sign.Keypair, bo sign.BundleOptions, predicateType string, predicate *structpb.Struct, opts ...remote.Option) (v1.Hash, error) {
 	opts = append(append([]remote.Option{}, opts...), remote.WithContext(ctx))
 	subject, err := remote.Head(ref, opts...)
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("looking up %s to sign it: %w", ref, err)
 	}
-	statement, err := protojson.Marshal(&intoto.Statement{
-		Type:          intoto.StatementTypeUri,
-		Subject:       []*intoto.ResourceDescriptor{{Digest: map[string]string{subject.Digest.Algorithm: subject.Digest.Hex}}},
-		PredicateType: predicateType,
-		Predicate:     predicate,
-	})
+	statement, err := statementOf(subject, predicateType, predicate)
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	b, err := sign.Bundle(&sign.DSSEData{Data: statement, PayloadType: "application/vnd.in-toto+json"}, key, sign.BundleOptions{Context: ctx})
+	b, err := sign.Bundle(&sign.DSSEData{Data: statement, PayloadType: "application/vnd.in-toto+json"}, keypair, bo)
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("signing %s: %w", ref, err)
 	}
@@ -174,15 +175,26 @@ func Attest(ctx context.Context, ref name.Digest, key *Key, predicateType string
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	return attach(ref, subject, bundle, predicateType, opts)
+	return attach(ref, subject, bundle, BundleMediaType, BundleMediaType,
+		map[string]string{"dev.sigstore.bundle.content": "dsse-envelope", "dev.sigstore.bundle.predicateType": predicateType}, opts)
 }
 
-// attach pushes bundle as a referrer of subject: an OCI image manifest
-// whose artifact type and one layer are the bundle's, its config the
-// empty descriptor, as cosign 3 writes it.
-func attach(ref name.Digest, subject *v1.Descriptor, bundle []byte, predicateType string, opts []remote.Option) (v1.Hash, error) {
+// statementOf is the in-toto statement of predicateType about subject.
+func statementOf(subject *v1.Descriptor, predicateType string, predicate *structpb.Struct) ([]byte, error) {
+	return protojson.Marshal(&intoto.Statement{
+		Type:          intoto.StatementTypeUri,
+		Subject:       []*intoto.ResourceDescriptor{{Digest: map[string]string{subject.Digest.Algorithm: subject.Digest.Hex}}},
+		PredicateType: predicateType,
+		Predicate:     predicate,
+	})
+}
+
+// attach pushes content as a referrer of subject: an OCI image manifest
+// of artifactType whose one layer is content, its config the empty
+// descriptor, as cosign 3 writes its bundles (and ORAS attaches a file).
+func attach(ref name.Digest, subject *v1.Descriptor, content []byte, mediaType, artifactType string, annotations map[string]string, opts []remote.Option) (v1.Hash, error) {
 	config := static.NewLayer([]byte("{}"), emptyMediaType)
-	layer := static.NewLayer(bundle, BundleMediaType)
+	layer := static.NewLayer(content, types.MediaType(mediaType))
 	repo := ref.Context()
 	for _, l := range []v1.Layer{config, layer} {
 		if err := remote.WriteLayer(repo, l, opts...); err != nil {
@@ -196,10 +208,10 @@ func attach(ref name.Digest, subject *v1.Descriptor, bundle []byte, predicateTyp
 		return v1.Descriptor{MediaType: mt, Digest: d, Size: n}
 	}
 	m := v1.Manifest{
-		SchemaVersion: 2, MediaType: types.OCIManifestSchema1, ArtifactType: BundleMediaType,
+		SchemaVersion: 2, MediaType: types.OCIManifestSchema1, ArtifactType: artifactType,
 		Config: desc(config), Layers: []v1.Descriptor{desc(layer)},
 		Subject:     &v1.Descriptor{MediaType: subject.MediaType, Digest: subject.Digest, Size: subject.Size},
-		Annotations: map[string]string{"dev.sigstore.bundle.content": "dsse-envelope", "dev.sigstore.bundle.predicateType": predicateType},
+		Annotations: annotations,
 	}
 	raw, err := json.Marshal(m)
 	if err != nil {

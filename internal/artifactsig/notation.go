@@ -63,11 +63,23 @@ func ParseNotationKey(keyPEM, chainPEM []byte) (*NotationKey, error) {
 	if len(chain) == 0 {
 		return nil, errors.New("the Notation certificate chain holds no certificate")
 	}
+	// A key that is not the certificate's cannot make signatures its
+	// verifiers accept: refused here, before anything is pushed.
+	pub, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("the Notation key cannot sign")
+	}
+	if eq, ok := pub.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !eq.Equal(chain[0].PublicKey) {
+		return nil, fmt.Errorf("the Notation key is not the key of the certificate %q (the first of the chain)", chain[0].Subject.String())
+	}
 	return &NotationKey{key: key, chain: chain}, nil
 }
 
 // NotationOptions reach the registry.
 type NotationOptions struct {
+	// Repository, when set, is the repository as its client reaches it
+	// (credentials, transport, plain HTTP); the rest is then ignored.
+	Repository *remote.Repository
 	// PlainHTTP reaches it over HTTP (a registry on loopback).
 	PlainHTTP bool
 	// Client makes its requests (credentials, transport); nil is an
@@ -87,16 +99,18 @@ func SignNotation(ctx context.Context, ref name.Digest, key *NotationKey, o Nota
 	if err != nil {
 		return fmt.Errorf("the Notation key: %w", err)
 	}
-	repo, err := remote.NewRepository(ref.Context().Name())
-	if err != nil {
-		return err
-	}
-	repo.PlainHTTP = o.PlainHTTP
-	switch {
-	case o.Client != nil:
-		repo.Client = o.Client
-	case o.Transport != nil:
-		repo.Client = &auth.Client{Client: &http.Client{Transport: o.Transport}}
+	repo := o.Repository
+	if repo == nil {
+		if repo, err = remote.NewRepository(ref.Context().Name()); err != nil {
+			return err
+		}
+		repo.PlainHTTP = o.PlainHTTP
+		switch {
+		case o.Client != nil:
+			repo.Client = o.Client
+		case o.Transport != nil:
+			repo.Client = &auth.Client{Client: &http.Client{Transport: o.Transport}}
+		}
 	}
 	_, err = notation.Sign(ctx, s, notationreg.NewRepository(repo), notation.SignOptions{
 		SignerSignOptions: notation.SignerSignOptions{SignatureMediaType: "application/jose+json"},

@@ -2,6 +2,7 @@ package artifactsig
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	orasremote "oras.land/oras-go/v2/registry/remote"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -156,4 +158,74 @@ func digestAt(t *testing.T, tag name.Tag) string {
 		t.Fatalf("looking up %s: %v", tag, err)
 	}
 	return d.Digest.String()
+}
+
+// What a sync's spec (provider notation) and --artifact-notation-key
+// sign with: the artifact, and its provenance attached as an in-toto
+// statement that Notation signs in its turn; the real notation verify
+// accepts both under a strict trust policy of the certificate. A key
+// that is not the certificate's is refused before anything is pushed.
+func TestTheNotationSignerSignsTheArtifactAndItsProvenance(t *testing.T) {
+	cli := testenv.NewNotationCLI(t, "sluice", "other")
+	if _, err := ParseNotationKey(cli.Key(t, "other"), cli.Certificate(t, "sluice")); err == nil || !strings.Contains(err.Error(), "is not the key of the certificate") {
+		t.Errorf("another key than the certificate's: %v", err)
+	}
+	key, err := ParseNotationKey(cli.Key(t, "sluice"), cli.Certificate(t, "sluice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := testenv.NewRegistry(t)
+	ctx := context.Background()
+	tag, _ := name.NewTag(reg.Host+"/team/deploy:dev", name.Insecure)
+	img, _ := ociartifact.Pack(map[string][]byte{"apps/web/cm.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n")}, ociartifact.Meta{})
+	predicate, err := Provenance{Version: "v0.1.0-test", Syncs: []SyncProvenance{{Name: "team/web", Folder: "apps/web", Repo: "https://git.example.com/app.git", Commit: strings.Repeat("a", 40)}}}.Predicate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := NotationSigner(key, "the test certificate")
+	res, err := ociartifact.Push(ctx, tag, img, ociartifact.PushOptions{BeforeTag: func(ctx context.Context, ref name.Digest) error {
+		repo, err := orasremote.NewRepository(ref.Context().Name())
+		if err != nil {
+			return err
+		}
+		repo.PlainHTTP = true
+		return signer.Sign(ctx, Target{Ref: ref, ORAS: repo}, SLSAPredicate, predicate)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := reg.Host + "/team/deploy@" + res.Digest.String()
+	subjectRef, _ := name.NewDigest(subject, name.Insecure)
+	idx, err := remote.Referrers(subjectRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := idx.IndexManifest()
+	var statement string
+	for _, d := range m.Manifests {
+		if d.ArtifactType == InTotoMediaType {
+			statement = reg.Host + "/team/deploy@" + d.Digest.String()
+		}
+	}
+	if statement == "" {
+		t.Fatalf("no in-toto statement refers to the artifact: %+v", m.Manifests)
+	}
+	policy := filepath.Join(cli.Dir(), "policy.json")
+	os.WriteFile(policy, []byte(strings.NewReplacer("SCOPE", reg.Host+"/team/deploy", "STORE", "sluice").Replace(trustPolicy)), 0o644)
+	cli.Run(t, "policy", "import", "--force", policy)
+	cli.Run(t, "verify", "--insecure-registry", subject)
+	cli.Run(t, "verify", "--insecure-registry", statement)
+	statementRef, _ := name.NewDigest(statement, name.Insecure)
+	st, err := remote.Image(statementRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, _ := st.Layers()
+	rc, _ := layers[0].Uncompressed()
+	body, _ := io.ReadAll(rc)
+	for _, want := range []string{`"predicateType":"https://slsa.dev/provenance/v1"`, res.Digest.Hex, `"name":"team/web"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the statement lacks %s:\n%s", want, body)
+		}
+	}
 }

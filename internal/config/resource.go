@@ -18,10 +18,10 @@ func FromManifestSync(obj *v1alpha1.ManifestSync, allowLocal bool) (ManifestSync
 	if errs := c.Validate(); len(errs) > 0 {
 		return ManifestSync{}, errs.ToAggregate()
 	}
-	if c.Spec.Destination.IsOCI() {
-		return ManifestSync{}, fmt.Errorf("spec.destination.repo %q: OCI destinations are written by `sluice hydrate` in this release; the controller does not write them yet", c.Spec.Destination.Repo)
-	}
 	for field, repo := range map[string]string{"spec.source.repo": c.Spec.Source.Repo, "spec.destination.repo": c.Spec.Destination.Repo} {
+		if field == "spec.destination.repo" && c.Spec.Destination.IsOCI() {
+			continue // a registry: reached through the registry client's egress
+		}
 		if err := RemoteOnly(field, repo, allowLocal); err != nil {
 			return ManifestSync{}, err
 		}

@@ -3,12 +3,14 @@ package controller
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/types"
 	"log/slog"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/artifactsig"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/hydrate"
 	"sluice.dev/sluice/internal/imagesig"
@@ -25,6 +27,12 @@ type job struct {
 	reg      *regClient
 	// signer signs the sync's commits (spec.destination.signing).
 	signer signing.Signer
+	// An OCI destination's: the client it is pushed through (its write
+	// credentials: spec.destination.secretRef, else the images'), with
+	// the identity of those credentials, and what signs its artifacts.
+	dstReg         *regClient
+	dstRegID       string
+	artifactSigner artifactsig.Signer
 	// verifier checks its source's signatures (spec.source.verify).
 	verifier *signing.Verifier
 	// imageKeys are the keys its image rules' verify trust, by Secret.
@@ -68,6 +76,7 @@ func newBatcher(ctx context.Context, e *engines, concurrent int, log *slog.Logge
 			Cache: e.cache, Registry: e.registry("anonymous", nil).reg, Limits: e.limits,
 			RenderSlots: make(chan struct{}, concurrent), Parallel: concurrent,
 			Log: log, ImagesVerified: &imagesig.Verified{}, Provenance: hydrate.NewProvenanceCache(),
+			TagGuard: e.guard,
 		},
 		slots:  make(chan struct{}, concurrent),
 		window: 100 * time.Millisecond,
@@ -76,17 +85,21 @@ func newBatcher(ctx context.Context, e *engines, concurrent int, log *slog.Logge
 	}
 }
 
-// branchKey names the destination branch a sync writes (and the
-// credentials it writes with: another Secret is another clone).
-func branchKey(ms config.ManifestSync, dst *source.Credentials) string {
-	d := ms.Spec.Destination
+// branchKey names the destination branch (or OCI tag) a sync writes, and
+// the credentials it writes with: another Secret is another clone, or
+// another registry client.
+func branchKey(j *job) string {
+	d := j.ms.Spec.Destination
+	if d.IsOCI() {
+		return d.Repo + "\x00" + d.Tag + "\x00" + j.dstRegID
+	}
 	key := d.Repo
-	if loc, err := source.ParseLocation(d.Repo, ms.Origin.Dir); err == nil {
+	if loc, err := source.ParseLocation(d.Repo, j.ms.Origin.Dir); err == nil {
 		key = loc.Key()
 	}
 	key += "\x00" + d.Branch
-	if dst != nil {
-		key += "\x00" + dst.Scope
+	if j.dst != nil {
+		key += "\x00" + j.dst.Scope
 	}
 	return key
 }
@@ -94,7 +107,7 @@ func branchKey(ms config.ManifestSync, dst *source.Credentials) string {
 // submit queues j and waits for its result.
 func (b *batcher) submit(ctx context.Context, j *job) (hydrate.Result, error) {
 	j.done = make(chan batchResult, 1)
-	key := branchKey(j.ms, j.dst)
+	key := branchKey(j)
 	b.mu.Lock()
 	waiting, running := b.queues[key]
 	b.queues[key] = append(waiting, j)
@@ -159,6 +172,15 @@ func (b *batcher) options(jobs []*job) hydrate.Options {
 	}
 	o.RegistryFor = func(ms config.ManifestSync) *registry.Client {
 		return by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}].reg.reg
+	}
+	o.DestinationRegistryFor = func(ms config.ManifestSync) *registry.Client {
+		if c := by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}].dstReg; c != nil {
+			return c.reg
+		}
+		return nil
+	}
+	o.ArtifactSignerFor = func(ms config.ManifestSync) (artifactsig.Signer, error) {
+		return by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}].artifactSigner, nil
 	}
 	o.SignerFor = func(ms config.ManifestSync) signing.Signer {
 		return by[types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}].signer

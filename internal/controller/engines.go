@@ -27,6 +27,8 @@ type engines struct {
 	insecure []string
 	chartDir string
 	limits   render.Limits
+	// guard is asked before each push to git and each OCI tag moved.
+	guard func(context.Context) error
 
 	mu      sync.Mutex
 	clients map[string]*regClient
@@ -48,6 +50,7 @@ type regClient struct {
 // stall bounds a git request that moves nothing.
 func newEngines(dir string, rps float64, insecure []string, limits render.Limits, policy *egress.Policy, guard func(context.Context) error, stall time.Duration) *engines {
 	return &engines{
+		guard: guard,
 		// Clones are fetched per the syncs' intervals (and at once when a
 		// webhook or a person asks): never by the Cache's own age.
 		cache: source.NewCache(filepath.Join(dir, "git"), source.WithObserver(observeGit), source.WithFetchHook(render.Warm),

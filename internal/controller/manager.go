@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/artifactsig"
 	"sluice.dev/sluice/internal/credentials"
 	"sluice.dev/sluice/internal/dashboard"
 	"sluice.dev/sluice/internal/egress"
@@ -130,6 +131,13 @@ type Options struct {
 	// package synckey); the default is sluice-sync-key in the
 	// controller's namespace. It is read, never made.
 	SyncKeySecret types.NamespacedName
+	// IdentityTokenFile is the controller's own identity token for keyless
+	// signing: a projected service account token of audience sigstore,
+	// read at each signature (the kubelet refreshes it). "": syncs asking
+	// for keyless signing fail, saying so.
+	IdentityTokenFile string
+	// Version is Sluice's, for the provenance attested of artifacts.
+	Version string
 	// Log receives the controller's structured logs; the default discards
 	// them.
 	Log *slog.Logger
@@ -293,9 +301,14 @@ func Run(ctx context.Context, o Options) error {
 	eng.limiter.OnWait(newRateWarning(o.RegistryRPS, o.Log).wait)
 	sec := credentials.NewSecrets(mgr.GetAPIReader())
 	sec.Public = &imagesig.PublicRoot{CacheDir: filepath.Join(o.CacheDir, "sigstore"), Log: o.Log}
+	sec.Transport = policy.Guard(http.DefaultTransport.(*http.Transport))
+	if o.IdentityTokenFile != "" {
+		sec.IdentityToken = artifactsig.TokenFile(o.IdentityTokenFile)
+	}
 	rec := checkedEvents{EventRecorder: mgr.GetEventRecorder("sluice-controller"), log: o.Log}
 	batch := newBatcher(egress.WithPolicy(ctx, policy), eng, o.Concurrent, o.Log)
 	batch.base.Egress, batch.base.NoRemoteBases, batch.base.Sandbox = policy, o.NoRemoteBases, o.Sandbox
+	batch.base.Version = o.Version
 	keyRef := o.SyncKeySecret
 	if keyRef.Namespace == "" {
 		keyRef.Namespace = podNamespace()

@@ -122,11 +122,17 @@ func (r *ManifestSyncReconciler) credentials(ctx context.Context, obj *v1alpha1.
 	if j.src, err = r.secrets.Git(ctx, obj.Namespace, spec.Source.SecretRef); err != nil {
 		return hydrate.Result{}, err
 	}
-	if j.dst, err = r.secrets.Git(ctx, obj.Namespace, spec.DestinationSecretRef()); err != nil {
-		return hydrate.Result{}, err
-	}
-	if j.signer, err = r.secrets.Signer(ctx, obj.Namespace, spec.Destination.Signing); err != nil {
-		return hydrate.Result{}, err
+	if spec.Destination.IsOCI() {
+		if err := r.ociCredentials(ctx, obj, j); err != nil {
+			return hydrate.Result{}, err
+		}
+	} else {
+		if j.dst, err = r.secrets.Git(ctx, obj.Namespace, spec.DestinationSecretRef()); err != nil {
+			return hydrate.Result{}, err
+		}
+		if j.signer, err = r.secrets.Signer(ctx, obj.Namespace, spec.Destination.Signing); err != nil {
+			return hydrate.Result{}, err
+		}
 	}
 	if j.verifier, err = r.secrets.Verifier(ctx, obj.Namespace, spec.Source.Verify); err != nil {
 		return hydrate.Result{}, &hydrate.VerificationError{What: "its trusted keys", Err: err}
@@ -140,6 +146,25 @@ func (r *ManifestSyncReconciler) credentials(ctx context.Context, obj *v1alpha1.
 	}
 	j.reg = r.engines.registry(id, kc)
 	return hydrate.Result{}, nil
+}
+
+// ociCredentials reads what an OCI destination is pushed and signed with:
+// the registry's write credentials (a dockerconfigjson Secret, by host,
+// as for reads: spec.destination.secretRef, else spec.registrySecretRef)
+// and the signer of spec.destination.signing.
+func (r *ManifestSyncReconciler) ociCredentials(ctx context.Context, obj *v1alpha1.ManifestSync, j *job) error {
+	spec := j.ms.Spec
+	field, ref := "spec.destination.secretRef", spec.Destination.SecretRef
+	if ref == nil {
+		field, ref = "spec.registrySecretRef", spec.RegistrySecretRef
+	}
+	kc, id, err := r.secrets.Registry(ctx, obj.Namespace, ref)
+	if err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	j.dstReg, j.dstRegID = r.engines.registry(id, kc), id
+	j.artifactSigner, err = r.secrets.ArtifactSigner(ctx, obj.Namespace, spec.Destination.Signing)
+	return err
 }
 
 // record writes what a reconcile did into the status, with an Event for a
@@ -187,13 +212,13 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 	case res.PullRequest != nil && res.PullRequest.State == v1alpha1.PullRequestMerged:
 		reason, msg = v1alpha1.ReasonSucceeded, fmt.Sprintf("pull request #%d merged: up to date at %s on %s", res.PullRequest.Number, short(res.Commit), res.Branch)
 	case res.Result == hydrate.Committed:
-		reason, msg = v1alpha1.ReasonSucceeded, fmt.Sprintf("committed %s to %s", short(res.Commit), res.Branch)
+		reason, msg = v1alpha1.ReasonSucceeded, fmt.Sprintf("%s %s to %s", wrote(obj), short(res.Commit), res.Branch)
 	default:
 		reason, msg = v1alpha1.ReasonSucceeded, fmt.Sprintf("up to date at %s on %s", short(res.Commit), res.Branch)
 		// What said it committed that same commit stays said: the
 		// status is written when something changed, not to reword it.
 		if c := readyCondition(obj.Status.Conditions); c != nil && c.Reason == v1alpha1.ReasonSucceeded && c.Status == metav1.ConditionTrue &&
-			c.Message == fmt.Sprintf("committed %s to %s", short(res.Commit), res.Branch) {
+			c.Message == fmt.Sprintf("%s %s to %s", wrote(obj), short(res.Commit), res.Branch) {
 			msg = c.Message
 		}
 	}
@@ -218,6 +243,9 @@ func (r *ManifestSyncReconciler) record(ctx context.Context, obj *v1alpha1.Manif
 		c.Default()
 		d := c.Spec.Destination
 		st.Destination = &v1alpha1.DestinationStatus{Repo: source.Redact(d.Repo), Branch: res.Branch, Path: d.Path, Commit: res.Commit}
+		if d.IsOCI() {
+			st.Destination = &v1alpha1.DestinationStatus{Repo: d.Repo, Tag: res.Branch, Path: d.Path, Digest: res.Commit}
+		}
 		if res.Revision != nil {
 			rev := *res.Revision
 			rev.Repo = source.Redact(rev.Repo)
@@ -363,11 +391,28 @@ func readyCondition(cs []metav1.Condition) *metav1.Condition {
 	return nil
 }
 
+// short is a commit's first 12 hex digits, or an artifact digest's
+// (sha256: and 12).
 func short(h string) string {
-	if len(h) > 12 {
-		return h[:12]
+	algo, hex, ok := strings.Cut(h, ":")
+	if !ok {
+		algo, hex = "", h
+	} else {
+		algo += ":"
 	}
-	return h
+	if len(hex) > 12 {
+		hex = hex[:12]
+	}
+	return algo + hex
+}
+
+// wrote is what the sync's writes are called: commits to a branch,
+// pushes of an artifact to a tag.
+func wrote(obj *v1alpha1.ManifestSync) string {
+	if obj.Spec.Destination.IsOCI() {
+		return "pushed"
+	}
+	return "committed"
 }
 
 // oneLine is an error as one line of a status message.

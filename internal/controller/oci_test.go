@@ -2,22 +2,31 @@ package controller
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/testenv"
 )
 
 // The API server holds an OCI destination to its form (the CRD's rule: a
-// tag and no branch; a git destination a branch and no tag), and the
-// controller, which does not write OCI destinations yet, says so in the
-// sync's status instead of failing in the dark.
-func TestOCIDestinationsAtTheAPIServerAndTheController(t *testing.T) {
+// tag and no branch; a git destination a branch and no tag).
+func TestOCIDestinationsAtTheAPIServer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
@@ -25,6 +34,7 @@ func TestOCIDestinationsAtTheAPIServerAndTheController(t *testing.T) {
 		{"{repo: oci://REG/team/deploy, branch: env/dev, path: apps/web}", "an oci:// destination takes a tag and no branch"},
 		{"{repo: DST, tag: dev, path: apps/web}", "an oci:// destination takes a tag and no branch"},
 		{"{repo: DST, path: apps/web}", "a git destination a branch and no tag"},
+		{"{repo: oci://REG/team/deploy, tag: dev, path: apps/web, signing: {provider: gpg, secretRef: {name: k}}}", "Unsupported value: \"gpg\""},
 	} {
 		ms := &v1alpha1.ManifestSync{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: e.ns}}
 		y := e.expand(strings.Replace(webSync, "{repo: DST, branch: env/dev, path: apps/web}", c.destination, 1), "")
@@ -37,11 +47,122 @@ func TestOCIDestinationsAtTheAPIServerAndTheController(t *testing.T) {
 			t.Errorf("creating a sync with destination %s: %v, want %q", c.destination, err, c.want)
 		}
 	}
+}
+
+// ociSync writes the web folder into the artifact oci://REG/team/deploy:TAG,
+// pushed with the credentials of Secret registry and signed as SIGNING.
+const ociSync = `apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: NAME}
+spec:
+  source: {repo: APP, ref: main, path: deploy/web}
+  images: [{name: REG/team/app}]
+  registrySecretRef: {name: registry}
+  destination:
+    repo: oci://REG/team/deploy
+    tag: TAG
+    path: apps/NAME
+    secretRef: {name: PUSHCREDS}
+    signing: SIGNING
+  interval: 1h
+`
+
+// The controller pushes a sync's folder into a private registry, with
+// the write credentials of a dockerconfigjson Secret, as an artifact
+// signed with the cosign key of a Secret (cosign generate-key-pair
+// k8s:// writes one so) with its SLSA provenance: the real cosign verify
+// and verify-attestation accept both, and the status says the digest
+// the tag names. A key that cannot sign (its password wrong), and
+// credentials the registry refuses, fail their sync saying which, and
+// no tag moves.
+func TestTheControllerPushesSignedOCIArtifacts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.reg.RequireAuth("pusher", "s3cret")
+	dockerConfig := func(password string) []byte {
+		auth := base64.StdEncoding.EncodeToString([]byte("pusher:" + password))
+		return fmt.Appendf(nil, `{"auths":{%q:{"auth":%q}}}`, e.reg.Host, auth)
+	}
+	keys := t.TempDir()
+	gen := exec.Command(testenv.CosignBinary(t), "generate-key-pair")
+	gen.Dir, gen.Env = keys, append(os.Environ(), "COSIGN_PASSWORD=pw")
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
+	}
+	cosignKey, _ := os.ReadFile(filepath.Join(keys, "cosign.key"))
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "registry"}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig("s3cret")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "registry-stale"}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig("old")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cosign"}, Data: map[string][]byte{"cosign.key": cosignKey, "cosign.password": []byte("pw")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cosign-wrong"}, Data: map[string][]byte{"cosign.key": cosignKey, "cosign.password": []byte("not-it")}},
+	} {
+		s.Namespace = e.ns
+		if err := e.c.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.start()
-	e.apply(strings.Replace(webSync, "{repo: DST, branch: env/dev, path: apps/web}", "{repo: oci://REG/team/deploy, tag: dev, path: apps/web}", 1))
-	ms := e.ready("web", metav1.ConditionFalse, 30*time.Second)
-	c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
-	if c.Reason != v1alpha1.ReasonInvalid || !strings.Contains(c.Message, "OCI destinations are written by `sluice hydrate`") {
-		t.Errorf("the controller says %s: %s", c.Reason, c.Message)
+	sync := func(name, tag, secret, signing string) string {
+		return strings.NewReplacer("TAG", tag, "PUSHCREDS", secret, "SIGNING", signing).Replace(e.expand(ociSync, name))
+	}
+	e.apply(sync("web", "dev", "registry", "{secretRef: {name: cosign}}"))
+	e.apply(sync("bad-key", "bad-key", "registry", "{secretRef: {name: cosign-wrong}}"))
+	e.apply(sync("bad-creds", "bad-creds", "registry-stale", "{secretRef: {name: cosign}}"))
+
+	ms := e.ready("web", metav1.ConditionTrue, 60*time.Second)
+	opts := []remote.Option{remote.WithAuth(&authn.Basic{Username: "pusher", Password: "s3cret"})}
+	head := func(tag string) (*v1.Descriptor, error) {
+		ref, err := name.NewTag(e.reg.Host+"/team/deploy:"+tag, name.Insecure)
+		if err != nil {
+			return nil, err
+		}
+		return remote.Head(ref, opts...)
+	}
+	desc, err := head("dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ms.Status.Destination; d == nil || d.Digest != desc.Digest.String() || d.Tag != "dev" || d.Repo != "oci://"+e.reg.Host+"/team/deploy" || d.Branch != "" {
+		t.Errorf("status.destination = %+v, want digest %s of tag dev", ms.Status.Destination, desc.Digest)
+	}
+	if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); c.Message != "pushed "+desc.Digest.String()[:19]+" to dev" {
+		t.Errorf("Ready says %q, not the digest %s", c.Message, desc.Digest)
+	}
+
+	// The real cosign, with the registry's credentials in a docker config
+	// of its own.
+	docker := t.TempDir()
+	if err := os.WriteFile(filepath.Join(docker, "config.json"), dockerConfig("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref, pub, env := e.reg.Host+"/team/deploy@"+desc.Digest.String(), filepath.Join(keys, "cosign.pub"), []string{"DOCKER_CONFIG=" + docker}
+	if _, err := testenv.CosignVerify(t, ref, "", env, "--key", pub); err != nil {
+		t.Error(err)
+	}
+	payload, err := testenv.CosignVerify(t, ref, "slsaprovenance1", env, "--key", pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"name":"` + e.ns + `/web"`, `"gitCommit":"` + e.app.Head(), `"folder":"apps/web"`} {
+		if !strings.Contains(payload, want) {
+			t.Errorf("the provenance lacks %s:\n%s", want, payload)
+		}
+	}
+
+	for _, c := range []struct{ sync, want string }{
+		{"bad-key", "spec.destination.signing: Secret " + e.ns + "/cosign-wrong key cosign.key"},
+		{"bad-creds", "401 Unauthorized"},
+	} {
+		ms := e.ready(c.sync, metav1.ConditionFalse, 60*time.Second)
+		if cond := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); cond.Reason != v1alpha1.ReasonFailed || !strings.Contains(cond.Message, c.want) {
+			t.Errorf("%s: Ready %s: %s, want %q", c.sync, cond.Reason, cond.Message, c.want)
+		}
+		if _, err := head(c.sync); err == nil {
+			t.Errorf("%s: the tag %s moved", c.sync, c.sync)
+		}
+	}
+	if strings.Contains(e.logs.String(), "s3cret") || strings.Contains(e.logs.String(), "not-it") {
+		t.Error("a credential or password reached the controller's logs")
 	}
 }

@@ -156,14 +156,7 @@ func (h *hooks) pullRequest(ctx context.Context, ns, kind, event string, body []
 		return hookReply{Ignored: fmt.Sprintf("no ManifestSync of %s follows %s", ns, ev.Base)}, nil
 	}
 	h.preview(ns, ev, syncs)
-	return hookReply{Triggered: []string{fmt.Sprintf("preview of pull request %d at %s", ev.Number, short12(ev.Head))}}, nil
-}
-
-func short12(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
+	return hookReply{Triggered: []string{fmt.Sprintf("preview of pull request %d at %s", ev.Number, short(ev.Head))}}, nil
 }
 
 // previews runs the previews webhooks ask for, in the background: one at
@@ -228,7 +221,7 @@ var commentLimits = map[string]int{v1alpha1.ForgeGitHub: review.GitHubLimit, v1a
 // run previews one pull request and posts the result on it.
 func (p *previews) run(j previewJob) {
 	start := time.Now()
-	log := p.log.With("namespace", j.ns, "pullRequest", j.ev.Number, "head", short12(j.ev.Head), "forge", j.ev.Forge)
+	log := p.log.With("namespace", j.ns, "pullRequest", j.ev.Number, "head", short(j.ev.Head), "forge", j.ev.Forge)
 	var jobs []*job
 	for _, obj := range j.syncs {
 		ms, err := j.msr.toConfig(obj)

@@ -5,9 +5,12 @@
 package credentials
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/artifactsig"
 	"sluice.dev/sluice/internal/forge"
 	"sluice.dev/sluice/internal/imagesig"
 	"sluice.dev/sluice/internal/signing"
@@ -50,6 +54,14 @@ type Secrets struct {
 	// Public is Sigstore's public trusted root, for keyless rules that
 	// name none (nil: the root embedded in Sluice).
 	Public *imagesig.PublicRoot
+	// IdentityToken reads the controller's own identity token (its
+	// service account's, audience sigstore) for keyless signing; nil:
+	// the controller has none, and a sync asking for keyless signing
+	// fails saying so.
+	IdentityToken func(context.Context) (string, error)
+	// Transport carries keyless signing's requests to Fulcio and the
+	// timestamp authority (nil: http.DefaultTransport).
+	Transport http.RoundTripper
 
 	mu   sync.Mutex
 	read map[client.ObjectKey]readSecret
@@ -140,7 +152,7 @@ func (s *Secrets) Signer(ctx context.Context, namespace string, sg *v1alpha1.Sig
 	if sg == nil {
 		return nil, nil
 	}
-	sec, err := s.Get(ctx, namespace, &sg.SecretRef)
+	sec, err := s.Get(ctx, namespace, sg.SecretRef)
 	if err != nil {
 		return nil, fmt.Errorf("spec.destination.signing: %w", err)
 	}
@@ -163,6 +175,61 @@ func (s *Secrets) Signer(ctx context.Context, namespace string, sg *v1alpha1.Sig
 		return nil, fmt.Errorf("spec.destination.signing: Secret %s/%s key %s: %w", namespace, sg.SecretRef.Name, name, err)
 	}
 	return signer, nil
+}
+
+// Keys of an OCI destination's signing Secret: cosign's, as `cosign
+// generate-key-pair k8s://NAMESPACE/NAME` writes them; Notation's, a
+// kubernetes.io/tls Secret's (a certificate and its key, and the CA's
+// certificate), as cert-manager writes them.
+const (
+	keyCosignKey      = "cosign.key"
+	keyCosignPassword = "cosign.password"
+)
+
+// ArtifactSigner reads what signs an OCI destination's artifacts
+// (spec.destination.signing). nil: they are pushed unsigned.
+func (s *Secrets) ArtifactSigner(ctx context.Context, namespace string, sg *v1alpha1.Signing) (artifactsig.Signer, error) {
+	if sg == nil {
+		return nil, nil
+	}
+	if k := sg.Keyless; k != nil {
+		if s.IdentityToken == nil {
+			return nil, errors.New("spec.destination.signing.keyless: the controller has no identity token to sign with: install it with keyless signing on (the chart's signing.keyless.enabled, a projected service account token of audience sigstore at --identity-token-file)")
+		}
+		return artifactsig.KeylessSigner(artifactsig.Keyless{
+			FulcioURL: cmp.Or(k.FulcioURL, v1alpha1.DefaultFulcioURL), TimestampURL: cmp.Or(k.TimestampURL, v1alpha1.DefaultTimestampURL),
+			Token: s.IdentityToken, Transport: s.Transport,
+		}), nil
+	}
+	sec, err := s.Get(ctx, namespace, sg.SecretRef)
+	if err != nil {
+		return nil, fmt.Errorf("spec.destination.signing: %w", err)
+	}
+	where := fmt.Sprintf("Secret %s/%s", namespace, sg.SecretRef.Name)
+	if sg.Provider == v1alpha1.SigningNotation {
+		chain := append(append([]byte{}, sec.Data[corev1.TLSCertKey]...), '\n')
+		chain = append(chain, sec.Data["ca.crt"]...)
+		k, err := parsedOnce(s, "notation-key", sec, func() (*artifactsig.NotationKey, error) {
+			if len(sec.Data[corev1.TLSCertKey]) == 0 || len(sec.Data[corev1.TLSPrivateKeyKey]) == 0 {
+				return nil, fmt.Errorf("no %s and %s: a Notation signing Secret is a kubernetes.io/tls Secret", corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+			}
+			return artifactsig.ParseNotationKey(sec.Data[corev1.TLSPrivateKeyKey], chain)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("spec.destination.signing: %s: %w", where, err)
+		}
+		return artifactsig.NotationSigner(k, "Notation with the certificate of "+where), nil
+	}
+	k, err := parsedOnce(s, "cosign-key", sec, func() (*artifactsig.Key, error) {
+		if len(sec.Data[keyCosignKey]) == 0 {
+			return nil, fmt.Errorf("no %s (cosign generate-key-pair k8s://%s/%s writes one)", keyCosignKey, namespace, sg.SecretRef.Name)
+		}
+		return artifactsig.ParseKey(sec.Data[keyCosignKey], sec.Data[keyCosignPassword])
+	})
+	if err != nil {
+		return nil, fmt.Errorf("spec.destination.signing: %s key %s: %w", where, keyCosignKey, err)
+	}
+	return artifactsig.CosignKey(k, "cosign with the key of "+where), nil
 }
 
 // parsedOnce returns what parse makes of a Secret, made once per version

@@ -77,15 +77,15 @@ func rowOf(ms *v1alpha1.ManifestSync) syncRow {
 	}
 	r.Source.URL = commitURL(r.Source.Repo, r.Source.Commit)
 	dest := ms.Spec.Destination
-	r.Destination = commitRef{Repo: dest.Repo, Ref: dest.Branch, Path: dest.Path}
+	r.Destination = commitRef{Repo: dest.Repo, Ref: dest.Target(), Path: dest.Path}
 	if d := ms.Status.Destination; d != nil {
-		r.Destination = commitRef{Repo: d.Repo, Ref: d.Branch, Path: d.Path, Commit: d.Commit}
+		r.Destination = commitRef{Repo: d.Repo, Ref: cmp.Or(d.Branch, d.Tag), Path: d.Path, Commit: cmp.Or(d.Commit, d.Digest)}
 	}
 	if r.Destination.Repo == "" {
 		r.Destination.Repo = r.Source.Repo
 	}
 	if sg := dest.Signing; sg != nil {
-		r.Destination.Signed = "signed with the key of Secret " + sg.SecretRef.Name
+		r.Destination.Signed = signedWith(sg, dest.IsOCI())
 	}
 	r.Destination.URL = commitURL(r.Destination.Repo, r.Destination.Commit)
 	r.Images = ms.Status.Images
@@ -379,4 +379,19 @@ var funcs = template.FuncMap{
 		return "?"
 	},
 	"stopForm": func(name, csrf string) map[string]string { return map[string]string{"Name": name, "CSRF": csrf} },
+}
+
+// signedWith says how a destination is signed, naming no secret value.
+func signedWith(sg *v1alpha1.Signing, oci bool) string {
+	switch {
+	case !oci && sg.SecretRef != nil:
+		return "commits signed with the key of Secret " + sg.SecretRef.Name
+	case sg.Provider == v1alpha1.SigningNotation && sg.SecretRef != nil:
+		return "artifacts signed by Notation with the certificate of Secret " + sg.SecretRef.Name
+	case sg.Keyless != nil:
+		return "artifacts signed by cosign, keyless, through " + cmp.Or(sg.Keyless.FulcioURL, v1alpha1.DefaultFulcioURL)
+	case sg.SecretRef != nil:
+		return "artifacts signed by cosign with the key of Secret " + sg.SecretRef.Name
+	}
+	return ""
 }

@@ -68,10 +68,10 @@ func TestFilterQueries(t *testing.T) {
 func TestASyncsRowSaysHowItsCommitsAreSigned(t *testing.T) {
 	ms := &v1alpha1.ManifestSync{}
 	ms.Spec.Source.Repo = "https://git.example.com/app.git"
-	ms.Spec.Destination = v1alpha1.Destination{Branch: "main", Path: "apps/web", Signing: &v1alpha1.Signing{SecretRef: v1alpha1.SecretRef{Name: "sluice-signing"}}}
+	ms.Spec.Destination = v1alpha1.Destination{Branch: "main", Path: "apps/web", Signing: &v1alpha1.Signing{SecretRef: &v1alpha1.SecretRef{Name: "sluice-signing"}}}
 	ms.Status.Source = &v1alpha1.ProvenanceSource{Commit: "0123456789abcdef0123456789abcdef01234567", SignedBy: "dev@example.com (SSH SHA256:abc)"}
 	r := rowOf(ms)
-	if r.Source.Signed != "verified: signed by dev@example.com (SSH SHA256:abc)" || r.Destination.Signed != "signed with the key of Secret sluice-signing" {
+	if r.Source.Signed != "verified: signed by dev@example.com (SSH SHA256:abc)" || r.Destination.Signed != "commits signed with the key of Secret sluice-signing" {
 		t.Errorf("source %q, destination %q", r.Source.Signed, r.Destination.Signed)
 	}
 	if r := rowOf(&v1alpha1.ManifestSync{}); r.Source.Signed != "" || r.Destination.Signed != "" {

@@ -46,12 +46,12 @@ var layers = map[string][]string{
 		"internal/render", "internal/pin", "internal/destination", "internal/signing", "internal/imagesig", "internal/synckey", "internal/hooks", "internal/secrets", "internal/ociartifact", "internal/artifactsig"},
 	// The dashboard reads what the controller and sessions write.
 	"internal/dashboard":   {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/cluster", "internal/session", "internal/preview", "internal/hydrate", "internal/source", "internal/registry", "internal/review", "internal/config", "internal/forge", "internal/synckey"},
-	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/source", "internal/signing", "internal/imagesig", "internal/registry", "internal/synckey", "internal/forge"},
+	"internal/credentials": {"internal/egress", "api/v1alpha1", "internal/artifactsig", "internal/source", "internal/signing", "internal/imagesig", "internal/registry", "internal/synckey", "internal/forge"},
 	"internal/preview":     {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/config", "internal/credentials", "internal/destination", "internal/hydrate", "internal/registry", "internal/render", "internal/source", "internal/review", "internal/forge", "internal/synckey"},
 	"internal/review":      {"internal/sandbox", "internal/egress", "api/v1alpha1", "internal/config", "internal/hydrate", "internal/source", "internal/forge", "internal/synckey"},
 	// The controller drives the engines; nothing below knows of it.
 	"internal/controller": {"internal/backoff", "internal/sandbox", "internal/egress", "api/v1alpha1", "internal/source", "internal/registry", "internal/config", "internal/override", "internal/signing", "internal/imagesig",
-		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig", "internal/credentials", "internal/preview", "internal/dashboard", "internal/synckey", "internal/review", "internal/forge"},
+		"internal/render", "internal/destination", "internal/hydrate", "internal/build", "internal/repoconfig", "internal/credentials", "internal/preview", "internal/dashboard", "internal/synckey", "internal/review", "internal/forge", "internal/artifactsig"},
 }
 
 func TestPackagesImportOnlyDownward(t *testing.T) {

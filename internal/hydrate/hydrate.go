@@ -151,12 +151,24 @@ type Options struct {
 	// concurrent runs); its capacity is the bound, and Parallel is then
 	// ignored.
 	RenderSlots chan struct{}
-	// ArtifactKey, when set, signs every OCI artifact pushed (as cosign
-	// signs) and attaches its SLSA provenance, both before its tag moves:
-	// a push whose signing fails moves no tag.
-	ArtifactKey *artifactsig.Key
+	// ArtifactSigner, when set, signs every OCI artifact pushed and
+	// attaches its SLSA provenance, both before its tag moves: a push
+	// whose signing fails moves no tag (the command line's key).
+	ArtifactSigner artifactsig.Signer
+	// ArtifactSignerFor, if set, gives the signer of a sync's artifacts
+	// (spec.destination.signing, as a controller reads its Secret); nil,
+	// and nil from it, is ArtifactSigner. An error fails the sync.
+	ArtifactSignerFor func(ms config.ManifestSync) (artifactsig.Signer, error)
+	// DestinationRegistryFor, if set, gives the client a sync's OCI
+	// destination is read and pushed through (its write credentials);
+	// nil, and nil from it, is the client its images are pinned through.
+	DestinationRegistryFor func(ms config.ManifestSync) *registry.Client
 	// Version is Sluice's, for the provenance.
 	Version string
+	// TagGuard, when set, is asked right before an OCI destination's tag
+	// moves (a controller's: does it still lead?); an error moves no tag.
+	// A git push is guarded by the Cache's own guard.
+	TagGuard func(context.Context) error
 }
 
 // charts is what fetches a sync's remote chart.
@@ -175,6 +187,33 @@ func (o *Options) credentials(ms config.ManifestSync) (src, dst *source.Credenti
 		return nil, nil
 	}
 	return o.Credentials(ms)
+}
+
+// artifactSigner is what signs a sync's OCI artifacts: nil when they
+// are pushed unsigned, an error when spec.destination.signing asks for a
+// signature and nothing can make it.
+func (o *Options) artifactSigner(ms config.ManifestSync) (artifactsig.Signer, error) {
+	if o.ArtifactSignerFor != nil {
+		s, err := o.ArtifactSignerFor(ms)
+		if err != nil || s != nil {
+			return s, err
+		}
+	}
+	if o.ArtifactSigner == nil && ms.Spec.Destination.Signing != nil {
+		return nil, fmt.Errorf("spec.destination.signing asks for signed artifacts: sign them with --artifact-key (a cosign key), --artifact-keyless (an identity token) or --artifact-notation-key and --artifact-notation-cert")
+	}
+	return o.ArtifactSigner, nil
+}
+
+// destinationRegistry is the client a sync's OCI destination is pushed
+// through.
+func (o *Options) destinationRegistry(ms config.ManifestSync) *registry.Client {
+	if o.DestinationRegistryFor != nil {
+		if c := o.DestinationRegistryFor(ms); c != nil {
+			return c
+		}
+	}
+	return o.registry(ms)
 }
 
 // registry is the client a sync pins through.

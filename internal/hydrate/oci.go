@@ -43,7 +43,7 @@ type artifact struct {
 func (r *runner) openArtifact(ctx context.Context, p *plan) (folderReader, error) {
 	d := p.ms.Spec.Destination
 	p.branch = d.Tag
-	reg := r.o.registry(p.ms)
+	reg := r.o.destinationRegistry(p.ms)
 	repo, err := reg.ParseRepository(strings.TrimPrefix(d.Repo, v1alpha1.OCIScheme))
 	if err != nil {
 		return nil, fmt.Errorf("spec.destination.repo %q: %w", d.Repo, err)
@@ -139,12 +139,49 @@ func (r *runner) pushArtifact(ctx context.Context, a *artifact, plans []*plan, i
 	if t, err := immutableTag(a.tag.TagStr(), packed, meta); err == nil {
 		o.Tags = []string{t}
 	}
-	if key := r.o.ArtifactKey; key != nil {
-		o.BeforeTag = func(ctx context.Context, ref name.Digest) error {
-			return r.signArtifact(ctx, ref, a, key, plans, indexes)
+	signer, err := r.signer(plans, indexes)
+	if err != nil {
+		return ociartifact.PushResult{}, err
+	}
+	o.BeforeTag = func(ctx context.Context, ref name.Digest) error {
+		if signer != nil {
+			if err := r.signArtifact(ctx, ref, a, signer, plans, indexes); err != nil {
+				return err
+			}
 		}
+		if r.o.TagGuard != nil {
+			return r.o.TagGuard(ctx)
+		}
+		return nil
 	}
 	return ociartifact.Push(ctx, a.tag, packed, o)
+}
+
+// signer is what signs the artifact of the syncs of indexes: every one
+// of them must ask for the same signature (or none).
+func (r *runner) signer(plans []*plan, indexes []int) (artifactsig.Signer, error) {
+	var out artifactsig.Signer
+	for n, i := range indexes {
+		s, err := r.o.artifactSigner(plans[i].ms)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", plans[i].ms.Name, err)
+		}
+		first := plans[indexes[0]].ms.Name
+		switch {
+		case n == 0:
+			out = s
+		case (s == nil) != (out == nil) || (s != nil && s.String() != out.String()):
+			return nil, fmt.Errorf("%s and %s write one artifact and sign it differently (%s; %s): give them the same spec.destination.signing", first, plans[i].ms.Name, signedBy(out), signedBy(s))
+		}
+	}
+	return out, nil
+}
+
+func signedBy(s artifactsig.Signer) string {
+	if s == nil {
+		return "unsigned"
+	}
+	return s.String()
 }
 
 // artifactMeta is the origin an artifact's annotations give: the source
@@ -201,11 +238,13 @@ func readTree(root string) (map[string][]byte, error) {
 // signArtifact signs an artifact as cosign signs, and attaches its SLSA
 // provenance: each sync of it, its source, the folder it rendered from,
 // its render settings, the images it pinned and its provenance record.
-func (r *runner) signArtifact(ctx context.Context, ref name.Digest, a *artifact, key *artifactsig.Key, plans []*plan, indexes []int) error {
-	opts := a.reg.PushOptions(ctx)
-	if _, err := artifactsig.SignCosign(ctx, ref, key, opts...); err != nil {
+func (r *runner) signArtifact(ctx context.Context, ref name.Digest, a *artifact, signer artifactsig.Signer, plans []*plan, indexes []int) error {
+	target := artifactsig.Target{Ref: ref, Remote: a.reg.PushOptions(ctx)}
+	oras, err := a.reg.ORASRepository(ref.Context().Name())
+	if err != nil {
 		return err
 	}
+	target.ORAS = oras
 	prov := artifactsig.Provenance{Version: r.o.Version, Finished: r.o.Now()}
 	for _, i := range indexes {
 		p := plans[i]
@@ -232,8 +271,7 @@ func (r *runner) signArtifact(ctx context.Context, ref name.Digest, a *artifact,
 	if err != nil {
 		return err
 	}
-	_, err = artifactsig.Attest(ctx, ref, key, artifactsig.SLSAPredicate, predicate, opts...)
-	return err
+	return signer.Sign(ctx, target, artifactsig.SLSAPredicate, predicate)
 }
 
 // immutableTag is the tag of one hydration beside the moving one: the

@@ -2,8 +2,6 @@ package hydrate
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,29 +169,19 @@ func TestAnOCIArtifactIsSignedWithItsProvenance(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sync("web-dev", ociDevSync)
-	r := f.result(f.run(func(o *Options) { o.ArtifactKey, o.Version = key, "v0.1.0-test" }), "web-dev")
+	r := f.result(f.run(func(o *Options) {
+		o.ArtifactSigner, o.Version = artifactsig.CosignKey(key, "the test key"), "v0.1.0-test"
+	}), "web-dev")
 	if r.Result != Committed {
 		t.Fatalf("%+v", r)
 	}
-	ref := f.reg.Host + "/team/deploy@" + r.Commit
-	cosign := func(args ...string) (string, error) {
-		out, err := exec.Command(testenv.CosignBinary(t), append(args, "--key", filepath.Join(dir, "cosign.pub"), "--insecure-ignore-tlog", "--allow-http-registry", "--allow-insecure-registry", ref)...).Output()
-		return string(out), err
+	ref, pub := f.reg.Host+"/team/deploy@"+r.Commit, filepath.Join(dir, "cosign.pub")
+	if _, err := testenv.CosignVerify(t, ref, "", nil, "--key", pub); err != nil {
+		t.Error(err)
 	}
-	if out, err := cosign("verify"); err != nil {
-		t.Errorf("cosign verify: %v\n%s", err, out)
-	}
-	out, err := cosign("verify-attestation", "--type", "slsaprovenance1")
+	payload, err := testenv.CosignVerify(t, ref, "slsaprovenance1", nil, "--key", pub)
 	if err != nil {
-		t.Fatalf("cosign verify-attestation: %v\n%s", err, out)
-	}
-	var payload string
-	for _, line := range strings.Split(out, "\n") {
-		var env struct{ Payload string }
-		if json.Unmarshal([]byte(line), &env) == nil && env.Payload != "" {
-			p, _ := base64.StdEncoding.DecodeString(env.Payload)
-			payload = string(p)
-		}
+		t.Fatal(err)
 	}
 	commit := f.app.Head()
 	for _, want := range []string{`"name":"web-dev"`, `"folder":"apps/web"`, `"gitCommit":"` + commit, strings.TrimPrefix(f.digests["web:dev"], "sha256:"), `"sluice":"v0.1.0-test"`, `"deploy/overlays/dev"`} {

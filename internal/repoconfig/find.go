@@ -341,5 +341,5 @@ func signingRef(s *v1alpha1.Signing) *v1alpha1.SecretRef {
 	if s == nil {
 		return nil
 	}
-	return &s.SecretRef
+	return s.SecretRef
 }

@@ -1,13 +1,17 @@
 package testenv
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -64,4 +68,35 @@ func CosignPublicKey(t TB, key *ecdsa.PrivateKey) []byte {
 		t.Fatalf("%v", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+// CosignVerify runs the real `cosign verify` (or, with a predicate type,
+// `verify-attestation --type TYPE`) of ref over a registry on loopback,
+// the tlog ignored (Sluice's signatures have no Rekor entry), with env
+// added to the command's environment; it returns the statement's
+// payload a verified attestation holds, and the command's error and
+// output when it refused.
+func CosignVerify(t TB, ref, predicateType string, env []string, args ...string) (payload string, err error) {
+	t.Helper()
+	cmdArgs := []string{"verify"}
+	if predicateType != "" {
+		cmdArgs = []string{"verify-attestation", "--type", predicateType}
+	}
+	cmdArgs = append(append(cmdArgs, args...), "--insecure-ignore-tlog", "--allow-http-registry", "--allow-insecure-registry", ref)
+	cmd := exec.Command(CosignBinary(t), cmdArgs...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("cosign %s: %w\n%s%s", cmdArgs[0], err, out, stderr.String())
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		var env struct{ Payload string }
+		if json.Unmarshal([]byte(line), &env) == nil && env.Payload != "" {
+			data, _ := base64.StdEncoding.DecodeString(env.Payload)
+			payload = string(data)
+		}
+	}
+	return payload, nil
 }

@@ -35,6 +35,16 @@ type Registry struct {
 	// status code it maps to (to test retries and errors).
 	fail       atomic.Pointer[func(*http.Request) int]
 	retryAfter atomic.Int64
+	// auth, when set, is the user:password every request must carry.
+	auth atomic.Pointer[string]
+}
+
+// RequireAuth makes the registry answer every request without these
+// credentials (HTTP basic) 401, as a private registry with htpasswd
+// authentication (Distribution's) does.
+func (r *Registry) RequireAuth(user, password string) {
+	s := user + ":" + password
+	r.auth.Store(&s)
 }
 
 // NewRegistry starts a registry; it stops when the test ends. It has no
@@ -59,6 +69,14 @@ func newRegistry(t TB, referrers bool) *Registry {
 			}
 			if req.Method == http.MethodPatch || req.Method == http.MethodPut {
 				req.Body = &countingBody{ReadCloser: req.Body, n: &r.UploadedBytes, bps: r.bandwidth.Load(), start: time.Now()}
+			}
+		}
+		if want := r.auth.Load(); want != nil {
+			u, p, ok := req.BasicAuth()
+			if !ok || u+":"+p != *want {
+				w.Header().Set("WWW-Authenticate", `Basic realm="registry"`)
+				http.Error(w, "authentication required", http.StatusUnauthorized)
+				return
 			}
 		}
 		if f := r.fail.Load(); f != nil {
