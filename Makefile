@@ -18,7 +18,7 @@ build:
 
 # What the tests need, built once into bin/ (most of the 35 minutes a cold make test takes on 2 cores): the
 # control plane (kube-apiserver, etcd, kube-controller-manager), the helm
-# and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for), the cosign and Notation CLIs tests sign images with, the Flux controllers and
+# and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for), the cosign and Notation CLIs tests sign images with (and Fulcio and a timestamp authority, for keyless signing), the Flux controllers and
 # Argo CD's ApplicationSet controller live sessions hand clusters back to,
 # Argo CD's own manifest generation renders as an Application are compared with,
 # Gitea (a real forge sending webhooks), promtool (the alerts checked), Sluice's own image binary, and
@@ -39,6 +39,8 @@ tools:
 	hack/gitea/build.sh >/dev/null
 	hack/cyclonedx-gomod/build.sh >/dev/null
 	hack/promtool/build.sh >/dev/null
+	hack/fulcio/build.sh >/dev/null
+	hack/timestamp-server/build.sh >/dev/null
 	hack/chromium/install.sh >/dev/null
 	$(MAKE) bin/image/sluice
 

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -247,6 +248,7 @@ func TestTheChartRefusesValuesThatCannotWork(t *testing.T) {
 		{[]string{"replicas=2", "leaderElection=false"}, "leaderElection"},
 		{[]string{"logLevel=loud"}, "logLevel"},
 		{[]string{"shard.selector=x"}, "shard"},
+		{[]string{"signing.keyless=true"}, "signing.keyless"},
 	} {
 		args := []string{"template", "sluice", chart}
 		for _, s := range tc.set {
@@ -261,11 +263,47 @@ func TestTheChartRefusesValuesThatCannotWork(t *testing.T) {
 	out, err := helm(t, "template", "sluice", chart, "--set", "shards[0].name=team-a", "--set", "shards[0].selector=sluice.dev/shard=team-a",
 		"--set", "shards[1].name=rest", "--set", "shards[1].selector=!sluice.dev/shard", "--set", "dashboard.enabled=true",
 		"--set", "dashboard.userHeader=X-Forwarded-User", "--set", "dashboard.ingress.enabled=true", "--set", "dashboard.ingress.host=sluice.example.com",
-		"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true", "--set", "webhooks.ingress.enabled=true", "--set", "webhooks.ingress.host=hooks.example.com")
+		"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true", "--set", "webhooks.ingress.enabled=true", "--set", "webhooks.ingress.host=hooks.example.com",
+		"--set", "signing.keyless.enabled=true")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	objs := objects(t, out)
+	// Keyless signing: the service account's token of audience sigstore,
+	// projected where --identity-token-file reads it.
+	var pod struct {
+		Spec struct {
+			Containers []struct {
+				Args         []string
+				VolumeMounts []struct{ Name, MountPath string } `json:"volumeMounts"`
+			}
+			Volumes []struct {
+				Name      string
+				Projected *struct {
+					Sources []struct {
+						ServiceAccountToken *struct{ Path, Audience string } `json:"serviceAccountToken"`
+					}
+				}
+			}
+		}
+	}
+	tmpl, _ := yaml.Marshal(objs["Deployment/sluice-controller-team-a"]["spec"].(map[string]any)["template"])
+	if err := yaml.Unmarshal(tmpl, &pod); err != nil {
+		t.Fatal(err)
+	}
+	projected := ""
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected != nil && len(v.Projected.Sources) == 1 && v.Projected.Sources[0].ServiceAccountToken != nil && v.Projected.Sources[0].ServiceAccountToken.Audience == "sigstore" {
+			for _, m := range pod.Spec.Containers[0].VolumeMounts {
+				if m.Name == v.Name {
+					projected = m.MountPath + "/" + v.Projected.Sources[0].ServiceAccountToken.Path
+				}
+			}
+		}
+	}
+	if projected == "" || !slices.Contains(pod.Spec.Containers[0].Args, "--identity-token-file="+projected) {
+		t.Errorf("signing.keyless.enabled: the token of audience sigstore at %q, args %v", projected, pod.Spec.Containers[0].Args)
+	}
 	for _, want := range []string{"Deployment/sluice-controller-team-a", "Deployment/sluice-controller-rest", "Ingress/sluice-dashboard", "Ingress/sluice-webhooks", "ServiceMonitor/sluice-controller", "PrometheusRule/sluice-controller"} {
 		if objs[want] == nil {
 			t.Errorf("with shards, the dashboard and monitoring: no %s", want)

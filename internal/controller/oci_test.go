@@ -109,6 +109,7 @@ func TestTheControllerPushesSignedOCIArtifacts(t *testing.T) {
 	e.apply(sync("web", "dev", "registry", "{secretRef: {name: cosign}}"))
 	e.apply(sync("bad-key", "bad-key", "registry", "{secretRef: {name: cosign-wrong}}"))
 	e.apply(sync("bad-creds", "bad-creds", "registry-stale", "{secretRef: {name: cosign}}"))
+	e.apply(sync("no-token", "no-token", "registry", "{keyless: {}}"))
 
 	ms := e.ready("web", metav1.ConditionTrue, 60*time.Second)
 	opts := []remote.Option{remote.WithAuth(&authn.Basic{Username: "pusher", Password: "s3cret"})}
@@ -153,6 +154,7 @@ func TestTheControllerPushesSignedOCIArtifacts(t *testing.T) {
 	for _, c := range []struct{ sync, want string }{
 		{"bad-key", "spec.destination.signing: Secret " + e.ns + "/cosign-wrong key cosign.key"},
 		{"bad-creds", "401 Unauthorized"},
+		{"no-token", "spec.destination.signing.keyless: the controller has no identity token"},
 	} {
 		ms := e.ready(c.sync, metav1.ConditionFalse, 60*time.Second)
 		if cond := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); cond.Reason != v1alpha1.ReasonFailed || !strings.Contains(cond.Message, c.want) {
@@ -164,5 +166,44 @@ func TestTheControllerPushesSignedOCIArtifacts(t *testing.T) {
 	}
 	if strings.Contains(e.logs.String(), "s3cret") || strings.Contains(e.logs.String(), "not-it") {
 		t.Error("a credential or password reached the controller's logs")
+	}
+}
+
+// Keyless, as the controller signs in a cluster: with its service
+// account's token of audience sigstore (a projected token's file,
+// --identity-token-file), a certificate from the real Fulcio trusting the
+// cluster, a timestamp from the real timestamp authority; the real cosign
+// verify accepts the artifact and its provenance for the service
+// account's identity.
+func TestTheControllerSignsKeylessAsItsServiceAccount(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sig := testenv.StartClusterSigstore(t, cp)
+	token := sig.Token(t, e.ns, "sluice-controller", "sigstore")
+	e.start(func(o *Options) { o.IdentityTokenFile = token })
+	e.apply(strings.NewReplacer("FULCIO", sig.Fulcio.URL, "TSA", sig.TSA.URL).Replace(e.expand(`apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: web}
+spec:
+  source: {repo: APP, ref: main, path: deploy/web}
+  images: [{name: REG/team/app}]
+  destination:
+    repo: oci://REG/team/deploy
+    tag: dev
+    path: apps/web
+    signing: {keyless: {fulcioURL: FULCIO, timestampURL: TSA}}
+  interval: 1h
+`, "web")))
+	ms := e.ready("web", metav1.ConditionTrue, 60*time.Second)
+	ref, args := e.reg.Host+"/team/deploy@"+ms.Status.Destination.Digest, sig.VerifyArgs(sig.Identity(e.ns, "sluice-controller"))
+	if _, err := testenv.CosignVerify(t, ref, "", nil, args...); err != nil {
+		t.Error(err)
+	}
+	payload, err := testenv.CosignVerify(t, ref, "slsaprovenance1", nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(payload, `"name":"`+e.ns+`/web"`) {
+		t.Errorf("the provenance lacks the sync:\n%s", payload)
 	}
 }

@@ -95,6 +95,12 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	// as they do in a real cluster's rolling update; without a grace
 	// period it waits on them for its whole shutdown timeout.
 	env.ControlPlane.GetAPIServer().Configure().Set("shutdown-watch-termination-grace-period", "2s")
+	// Advertised on loopback, where it serves: its OIDC discovery names
+	// its keys there (a keyless signer's Fulcio fetches them), not at the
+	// address of the machine's first interface, where nothing listens.
+	// The kubernetes Service then has no endpoints kept (loopback cannot
+	// be one): no pod runs here to reach it.
+	env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", "127.0.0.1").Set("endpoint-reconciler-type", "none")
 	if !o.WithoutCRDs {
 		dirs, err := CRDs(ctx)
 		if err != nil {
