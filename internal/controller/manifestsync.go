@@ -23,7 +23,6 @@ import (
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/credentials"
 	"sluice.dev/sluice/internal/hydrate"
-	"sluice.dev/sluice/internal/signing"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -344,10 +343,8 @@ func (r *ManifestSyncReconciler) prune(ctx context.Context, obj *v1alpha1.Manife
 	if _, err := r.credentials(ctx, obj, j); err != nil {
 		return err
 	}
-	o := r.batch.base
+	o := r.batch.options([]*job{j}) // its credentials, signers and registry clients
 	o.Now = r.now
-	o.Credentials = func(config.ManifestSync) (*source.Credentials, *source.Credentials) { return j.src, j.dst }
-	o.SignerFor = func(config.ManifestSync) signing.Signer { return j.signer }
 	pr, err := hydrate.Prune(source.ContextWithNotBefore(ctx, r.now()), ms, o)
 	if err == nil && pr != nil {
 		d := ms.Spec.Destination

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +20,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/ociartifact"
 	"sluice.dev/sluice/internal/testenv"
 )
 
@@ -181,19 +185,23 @@ func TestTheControllerSignsKeylessAsItsServiceAccount(t *testing.T) {
 	sig := testenv.StartClusterSigstore(t, cp)
 	token := sig.Token(t, e.ns, "sluice-controller", "sigstore")
 	e.start(func(o *Options) { o.IdentityTokenFile = token })
-	e.apply(strings.NewReplacer("FULCIO", sig.Fulcio.URL, "TSA", sig.TSA.URL).Replace(e.expand(`apiVersion: sluice.dev/v1alpha1
+	keyless := strings.NewReplacer("FULCIO", sig.Fulcio.URL, "TSA", sig.TSA.URL).Replace(`apiVersion: sluice.dev/v1alpha1
 kind: ManifestSync
-metadata: {name: web}
+metadata: {name: NAME}
 spec:
-  source: {repo: APP, ref: main, path: deploy/web}
+  source: {repo: APP, ref: main, path: deploy/NAME}
   images: [{name: REG/team/app}]
   destination:
     repo: oci://REG/team/deploy
     tag: dev
-    path: apps/web
+    path: apps/NAME
     signing: {keyless: {fulcioURL: FULCIO, timestampURL: TSA}}
   interval: 1h
-`, "web")))
+  prune: true
+`)
+	e.apply(e.expand(keyless, "web"))
+	e.apply(e.expand(keyless, "api"))
+	e.ready("api", metav1.ConditionTrue, 60*time.Second)
 	ms := e.ready("web", metav1.ConditionTrue, 60*time.Second)
 	ref, args := e.reg.Host+"/team/deploy@"+ms.Status.Destination.Digest, sig.VerifyArgs(sig.Identity(e.ns, "sluice-controller"))
 	if _, err := testenv.CosignVerify(t, ref, "", nil, args...); err != nil {
@@ -205,5 +213,29 @@ spec:
 	}
 	if !strings.Contains(payload, `"name":"`+e.ns+`/web"`) {
 		t.Errorf("the provenance lacks the sync:\n%s", payload)
+	}
+
+	// spec.prune: the deleted sync's folder leaves the artifact, in a
+	// new one, signed as the first.
+	ctx := context.Background()
+	if err := e.c.Delete(ctx, e.sync("web")); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(60*time.Second, func() string {
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "web"}, &v1alpha1.ManifestSync{}); err == nil {
+			return "web is not deleted yet"
+		}
+		return ""
+	})
+	tag, _ := name.NewTag(e.reg.Host+"/team/deploy:dev", name.Insecure)
+	files, _, digest, _, err := ociartifact.Read(ctx, tag, ociartifact.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files["apps/api/.sluice.yaml"] == nil || files["apps/web/.sluice.yaml"] != nil || digest.String() == ms.Status.Destination.Digest {
+		t.Errorf("after the pruning sync's deletion the tag is at %s (was %s), holding %v", digest, ms.Status.Destination.Digest, slices.Sorted(maps.Keys(files)))
+	}
+	if _, err := testenv.CosignVerify(t, e.reg.Host+"/team/deploy@"+digest.String(), "", nil, args...); err != nil {
+		t.Errorf("the pruned artifact: %v", err)
 	}
 }

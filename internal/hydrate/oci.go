@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/artifactsig"
+	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
 	"sluice.dev/sluice/internal/ociartifact"
 	"sluice.dev/sluice/internal/registry"
@@ -126,11 +129,21 @@ func (r *runner) pushArtifact(ctx context.Context, a *artifact, plans []*plan, i
 			return ociartifact.PushResult{}, fmt.Errorf("staging %s: %w", plans[i].dstPath, err)
 		}
 	}
+	signer, err := r.signer(plans, indexes)
+	if err != nil {
+		return ociartifact.PushResult{}, err
+	}
+	return r.pushStaged(ctx, a, artifactMeta(plans, indexes), signer, r.provenanceOf(plans, indexes))
+}
+
+// pushStaged packs what a's directory holds and pushes it: by digest,
+// then signed with its provenance (when there is a signer), then, if
+// TagGuard allows, tagged.
+func (r *runner) pushStaged(ctx context.Context, a *artifact, meta ociartifact.Meta, signer artifactsig.Signer, prov artifactsig.Provenance) (ociartifact.PushResult, error) {
 	files, err := readTree(a.dir.Root)
 	if err != nil {
 		return ociartifact.PushResult{}, err
 	}
-	meta := artifactMeta(plans, indexes)
 	packed, err := ociartifact.Pack(files, meta)
 	if err != nil {
 		return ociartifact.PushResult{}, err
@@ -139,13 +152,9 @@ func (r *runner) pushArtifact(ctx context.Context, a *artifact, plans []*plan, i
 	if t, err := immutableTag(a.tag.TagStr(), packed, meta); err == nil {
 		o.Tags = []string{t}
 	}
-	signer, err := r.signer(plans, indexes)
-	if err != nil {
-		return ociartifact.PushResult{}, err
-	}
 	o.BeforeTag = func(ctx context.Context, ref name.Digest) error {
 		if signer != nil {
-			if err := r.signArtifact(ctx, ref, a, signer, plans, indexes); err != nil {
+			if err := r.signArtifact(ctx, ref, a, signer, prov); err != nil {
 				return err
 			}
 		}
@@ -235,16 +244,25 @@ func readTree(root string) (map[string][]byte, error) {
 	return files, err
 }
 
-// signArtifact signs an artifact as cosign signs, and attaches its SLSA
-// provenance: each sync of it, its source, the folder it rendered from,
-// its render settings, the images it pinned and its provenance record.
-func (r *runner) signArtifact(ctx context.Context, ref name.Digest, a *artifact, signer artifactsig.Signer, plans []*plan, indexes []int) error {
+// signArtifact signs an artifact and attaches its SLSA provenance.
+func (r *runner) signArtifact(ctx context.Context, ref name.Digest, a *artifact, signer artifactsig.Signer, prov artifactsig.Provenance) error {
 	target := artifactsig.Target{Ref: ref, Remote: a.reg.PushOptions(ctx)}
 	oras, err := a.reg.ORASRepository(ref.Context().Name())
 	if err != nil {
 		return err
 	}
 	target.ORAS = oras
+	predicate, err := prov.Predicate()
+	if err != nil {
+		return err
+	}
+	return signer.Sign(ctx, target, artifactsig.SLSAPredicate, predicate)
+}
+
+// provenanceOf is what an artifact's attestation says of the syncs of
+// indexes: each sync, its source, the folder it rendered from, its
+// render settings, the images it pinned and its provenance record.
+func (r *runner) provenanceOf(plans []*plan, indexes []int) artifactsig.Provenance {
 	prov := artifactsig.Provenance{Version: r.o.Version, Finished: r.o.Now()}
 	for _, i := range indexes {
 		p := plans[i]
@@ -267,11 +285,64 @@ func (r *runner) signArtifact(ctx context.Context, ref name.Digest, a *artifact,
 		}
 		prov.Syncs = append(prov.Syncs, sp)
 	}
-	predicate, err := prov.Predicate()
+	return prov
+}
+
+// pruneArtifact removes a deleted sync's folder from its OCI destination
+// (spec.prune), as Prune does from a branch: if the folder is still the
+// sync's and no takeover holds it, the artifact without it is pushed,
+// signed as the sync asked, and the tag moved to it.
+func pruneArtifact(ctx context.Context, ms config.ManifestSync, o Options) error {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	r := &runner{o: o, artifacts: map[string]*artifact{}}
+	defer func() {
+		for _, d := range r.tmpDirs {
+			os.RemoveAll(d)
+		}
+	}()
+	p := &plan{ms: ms}
+	dir, err := r.openArtifact(ctx, p)
 	if err != nil {
 		return err
 	}
-	return signer.Sign(ctx, target, artifactsig.SLSAPredicate, predicate)
+	folder := strings.Trim(path.Clean(ms.Spec.Destination.Path), "/")
+	data, ok, err := dir.ReadFile(path.Join(folder, v1alpha1.ProvenanceFile))
+	if err != nil || !ok {
+		return err // nothing there
+	}
+	prov, err := parseProvenance(data)
+	if err != nil {
+		return fmt.Errorf("%s%s: %s: %w", v1alpha1.OCIScheme, p.artifact.tag, path.Join(folder, v1alpha1.ProvenanceFile), err)
+	}
+	if prov.Sync != ms.Name || (prov.Namespace != "" && prov.Namespace != ms.Namespace) {
+		return nil // another sync's now
+	}
+	if t := prov.Takeover; t != nil && t.Holds(r.o.Now()) {
+		return fmt.Errorf("%s's takeover holds %s until %s: the folder is removed once it ends", t.Owner, folder, t.Expires)
+	}
+	hashes, err := dir.Hashes(folder)
+	if err != nil {
+		return err
+	}
+	for f := range hashes {
+		if strings.HasSuffix(f, "/"+v1alpha1.ProvenanceFile) {
+			return fmt.Errorf("%s holds %s, the folder of another ManifestSync: it is not removed with %s", folder, path.Join(folder, path.Dir(f)), ms.Name)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(p.artifact.dir.Root, filepath.FromSlash(folder))); err != nil {
+		return err
+	}
+	signer, err := o.artifactSigner(ms)
+	if err != nil {
+		return err
+	}
+	_, err = r.pushStaged(ctx, p.artifact, ociartifact.Meta{}, signer, artifactsig.Provenance{Version: o.Version, Finished: r.o.Now()})
+	if err != nil {
+		return fmt.Errorf("pushing %s%s: %w", v1alpha1.OCIScheme, p.artifact.tag, err)
+	}
+	return nil
 }
 
 // immutableTag is the tag of one hydration beside the moving one: the

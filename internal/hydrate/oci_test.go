@@ -2,9 +2,13 @@ package hydrate
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"sluice.dev/sluice/internal/artifactsig"
+	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/ociartifact"
 	"sluice.dev/sluice/internal/testenv"
 )
@@ -188,5 +193,120 @@ func TestAnOCIArtifactIsSignedWithItsProvenance(t *testing.T) {
 		if !strings.Contains(payload, want) {
 			t.Errorf("the provenance lacks %s:\n%s", want, payload)
 		}
+	}
+}
+
+// spec.prune in an OCI destination: the deleted sync's folder leaves the
+// artifact (the other syncs' stay), in a new artifact the tag moves to; a
+// folder that is no longer the sync's is left alone, and so is an
+// artifact that holds none; a leader that lost its Lease (TagGuard)
+// moves no tag.
+func TestPruneRemovesTheFolderFromTheArtifact(t *testing.T) {
+	f := newFixture(t)
+	f.sync("web-dev", ociDevSync)
+	f.sync("shop-dev", ociShopSync)
+	f.run()
+	_, before := f.artifact(t, "dev")
+	set, err := config.Load(f.syncDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]config.ManifestSync{}
+	for _, ms := range set.ManifestSyncs {
+		byName[ms.Name] = ms
+	}
+	ctx := context.Background()
+
+	// Not the sync's folder: another sync of the same destination.
+	other := byName["web-dev"]
+	other.ManifestSync = other.ManifestSync.DeepCopy()
+	other.Name = "web-old"
+	if _, err := Prune(ctx, other, f.options()); err != nil {
+		t.Fatal(err)
+	}
+	if _, d := f.artifact(t, "dev"); d != before {
+		t.Error("another sync pruned the folder")
+	}
+
+	// The leader lost its Lease: nothing moves.
+	o := f.options()
+	o.TagGuard = func(context.Context) error { return errors.New("no longer the leader") }
+	if _, err := Prune(ctx, byName["web-dev"], o); err == nil || !strings.Contains(err.Error(), "no longer the leader") {
+		t.Errorf("a prune past a refusing guard: %v", err)
+	}
+	if _, d := f.artifact(t, "dev"); d != before {
+		t.Error("the tag moved past the guard")
+	}
+
+	if _, err := Prune(ctx, byName["web-dev"], f.options()); err != nil {
+		t.Fatal(err)
+	}
+	files, after := f.artifact(t, "dev")
+	if after == before {
+		t.Fatal("the tag did not move")
+	}
+	for p := range files {
+		if strings.HasPrefix(p, "apps/web/") {
+			t.Errorf("%s is still in the artifact", p)
+		}
+	}
+	if files["apps/shop/.sluice.yaml"] == nil {
+		t.Error("the other sync's folder went too")
+	}
+	// Again: nothing to prune, nothing pushed.
+	if _, err := Prune(ctx, byName["web-dev"], f.options()); err != nil {
+		t.Fatal(err)
+	}
+	if _, d := f.artifact(t, "dev"); d != after {
+		t.Error("a second prune pushed")
+	}
+}
+
+// A registry that fails in the middle of a push (a blob upload refused,
+// or 429 when the tag is to move): the sync fails naming the registry's
+// answer and the tag stays where it was; once the registry serves again,
+// the next run lands the change.
+func TestARegistryFailingMidPushMovesNoTag(t *testing.T) {
+	f := newFixture(t)
+	f.sync("web-dev", ociDevSync)
+	f.run()
+	_, before := f.artifact(t, "dev")
+	f.app.Write(map[string]string{"deploy/overlays/dev/replicas.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 9}\n"}).Commit("nine")
+	f.app.Push("main")
+	write := func(r *http.Request) bool { return r.Method == http.MethodPut || r.Method == http.MethodPost || r.Method == http.MethodPatch }
+	for _, c := range []struct {
+		name string
+		fail func(*http.Request) int
+		want string
+	}{
+		{"a blob upload refused", func(r *http.Request) int {
+			if write(r) && strings.Contains(r.URL.Path, "/blobs/") {
+				return http.StatusServiceUnavailable
+			}
+			return 0
+		}, "503"},
+		{"429 at the tag", func(r *http.Request) int {
+			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/manifests/dev") {
+				return http.StatusTooManyRequests
+			}
+			return 0
+		}, "429"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f.reg.FailWith(c.fail)
+			defer f.reg.FailWith(nil)
+			r := f.result(f.run(), "web-dev")
+			if r.Err == nil || !strings.Contains(r.Err.Error(), c.want) {
+				t.Errorf("the sync: %+v, want a failure naming %s", r, c.want)
+			}
+			if _, d := f.artifact(t, "dev"); d != before {
+				t.Errorf("the tag moved to %s", d)
+			}
+		})
+	}
+	r := f.result(f.run(), "web-dev")
+	files, after := f.artifact(t, "dev")
+	if r.Result != Committed || after == before || !strings.Contains(string(files["apps/web/deployment-web.yaml"]), "replicas: 9") {
+		t.Errorf("once the registry serves: %+v, the tag at %s, holding %v", r, after, slices.Sorted(maps.Keys(files)))
 	}
 }

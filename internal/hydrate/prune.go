@@ -28,6 +28,9 @@ var errNothingToPrune = errors.New("nothing to prune")
 // nothing is done.
 func Prune(ctx context.Context, ms config.ManifestSync, o Options) (*v1alpha1.PullRequestStatus, error) {
 	d := ms.Spec.Destination
+	if d.IsOCI() {
+		return nil, pruneArtifact(ctx, ms, o)
+	}
 	switch d.Mode {
 	case v1alpha1.ModeBranch:
 		return nil, nil
