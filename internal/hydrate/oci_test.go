@@ -273,7 +273,9 @@ func TestARegistryFailingMidPushMovesNoTag(t *testing.T) {
 	_, before := f.artifact(t, "dev")
 	f.app.Write(map[string]string{"deploy/overlays/dev/replicas.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 9}\n"}).Commit("nine")
 	f.app.Push("main")
-	write := func(r *http.Request) bool { return r.Method == http.MethodPut || r.Method == http.MethodPost || r.Method == http.MethodPatch }
+	write := func(r *http.Request) bool {
+		return r.Method == http.MethodPut || r.Method == http.MethodPost || r.Method == http.MethodPatch
+	}
 	for _, c := range []struct {
 		name string
 		fail func(*http.Request) int
