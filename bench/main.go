@@ -6,7 +6,7 @@
 //	go run ./bench run     [-n 50]
 //	go run ./bench takeover [-size 8388608]
 //	go run ./bench render  [-overlays 200] [-apps 31] [-n 5] [-charts 30]
-//	go run ./bench serve   [-syncs 1000] [-repos 50] [-tags 200] [-branches 10] [-interval 1m]
+//	go run ./bench serve   [-syncs 1000] [-repos 50] [-tags 200] [-branches 10] [-interval 1m] [-oci]
 //
 // hydrate: `sluice hydrate` on a synthetic monorepo (200 kustomize overlays
 // over 20 shared bases, and 20 Helm charts) against the baseline hydros and
@@ -21,7 +21,8 @@
 // layer upload alone. serve: `sluice serve` reconciling 1,000
 // ManifestSyncs on a real API server: to Ready, an idle interval, webhook
 // pushes, a moved tag (against one cold `sluice hydrate` of the same
-// syncs).
+// syncs); with -oci, the estate into signed OCI artifacts beside the same
+// estate into git branches, and the cost of signing an artifact.
 package main
 
 import (

@@ -52,12 +52,17 @@ func mainServe() {
 	history := flag.Int("history", 0, "commits of history under each source repository's apps (a monorepo's: -repos 1 -syncs 500 -history 15000 -touch 3)")
 	touch := flag.Int("touch", 1, "apps of one source repository each timed push changes")
 	outage := flag.Duration("outage", 0, "after the idle interval, the git server answers 503 for this long: requests counted, then the time until every sync is Ready again, nobody acting")
+	oci := flag.Bool("oci", false, "the estate into OCI destinations (signed with a cosign key), side by side with the same estate into git, in one run: time to all Ready, requests, an idle interval's registry requests, and the signing cost per artifact")
 	registryRPS := flag.Float64("registry-rps", 20, "the controller's --registry-rps (its default): look-ups of every tag once an interval need tags/interval requests a second")
 	flag.Parse()
 	tb := newTB()
 	defer tb.cleanup()
 	s := &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: *tags, branches: *branches, interval: *interval, pushes: *pushes, followers: *followers, isolation: *isolation, kustomize: *kustomize, history: *history, touch: *touch, registryRPS: *registryRPS, outage: *outage}
-	if err := s.run(); err != nil {
+	run := s.run
+	if *oci {
+		run = s.runOCI
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		tb.cleanup()
 		os.Exit(1)
@@ -280,8 +285,13 @@ func metricAt(addr, name string) float64 {
 // ready counts the syncs Ready for their generation, and those whose
 // first image is pinned to digest (when digest is set).
 func (s *serveBench) ready(ctx context.Context, digest string) (ready, pinned int, err error) {
+	return s.readyIn(ctx, serveNS, digest)
+}
+
+// readyIn is ready of the syncs of namespace ns.
+func (s *serveBench) readyIn(ctx context.Context, ns, digest string) (ready, pinned int, err error) {
 	var list v1alpha1.ManifestSyncList
-	if err := s.cached.List(ctx, &list, client.InNamespace(serveNS)); err != nil {
+	if err := s.cached.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return 0, 0, err
 	}
 	for _, ms := range list.Items {
@@ -322,63 +332,11 @@ func (s *serveBench) run() error {
 	}
 	gitCLI := s.git.Requests.Load()
 
-	cl, err := devcluster.Start(ctx, devcluster.Options{Dir: s.work, Build: true})
-	if err != nil {
-		return err
-	}
-	defer cl.Stop()
-	cl.Config.QPS, cl.Config.Burst = 200, 400
-	if s.c, err = client.New(cl.Config, client.Options{Scheme: controller.Scheme()}); err != nil {
-		return err
-	}
-	ca, err := cache.New(cl.Config, cache.Options{Scheme: controller.Scheme(), DefaultNamespaces: map[string]cache.Config{serveNS: {}}})
-	if err != nil {
-		return err
-	}
-	if _, err := ca.GetInformer(ctx, &v1alpha1.ManifestSync{}); err != nil {
-		return err
-	}
-	cctx, stopCache := context.WithCancel(ctx)
-	defer stopCache()
-	go ca.Start(cctx)
-	if !ca.WaitForCacheSync(ctx) {
-		return fmt.Errorf("the bench's cache never synced")
-	}
-	s.cached = ca
-	api := apiServerOf(cl)
-	if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: serveNS}}); err != nil {
-		return err
-	}
 	const token = "bench-token"
-	if err := s.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hooks", Namespace: serveNS, Labels: map[string]string{controller.ReceiverLabel: "true"}},
-		StringData: map[string]string{"token": token}}); err != nil {
-		return err
-	}
-	s.hook, s.metrics, s.pprof = freeAddr(), freeAddr(), freeAddr()
-	health := freeAddr()
-	logf, err := os.Create(filepath.Join(s.work, "controller.log"))
+	api, logf, stop, err := s.startController(ctx, token, serveNS)
+	defer stop()
 	if err != nil {
 		return err
-	}
-	defer logf.Close()
-	s.ctrl = exec.Command(s.bin, "serve", "--kubeconfig", cl.Kubeconfig, "--cache-dir", filepath.Join(s.work, "ctrl-cache"),
-		"--hook-addr", s.hook, "--metrics-addr", s.metrics, "--health-addr", health, "--allow-remote-hosts", "127.0.0.1", "--render-isolation", s.isolation, "--pprof-addr", s.pprof,
-		"--registry-rps", strconv.FormatFloat(s.registryRPS, 'g', -1, 64))
-	s.ctrl.Stdout, s.ctrl.Stderr = logf, logf
-	if err := s.ctrl.Start(); err != nil {
-		return err
-	}
-	defer func() { s.ctrl.Process.Kill(); s.ctrl.Wait() }()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get("http://" + health + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the controller never got ready (see %s)", logf.Name())
-		}
 	}
 	pid := s.ctrl.Process.Pid
 	cpu0, _ := procStat(pid)
@@ -394,34 +352,13 @@ func (s *serveBench) run() error {
 	// (a) every sync applied at once, until all are Ready.
 	gitA, regA := s.git.Requests.Load(), s.reg.Requests.Load()
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, s.syncs)
-	work := make(chan [2]int)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ra := range work {
-				ms := s.manifestSync(ra[0], ra[1], "deploy")
-				ms.Namespace = serveNS
-				if err := s.c.Create(ctx, ms); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for r := 0; r < s.repos; r++ {
-		for a := 0; a < n; a++ {
-			work <- [2]int{r, a}
-		}
-	}
-	close(work)
-	wg.Wait()
-	applied := time.Since(start)
-	select {
-	case err := <-errs:
+	applied, err := s.createAll(ctx, func(r, a int) *v1alpha1.ManifestSync {
+		ms := s.manifestSync(r, a, "deploy")
+		ms.Namespace = serveNS
+		return ms
+	})
+	if err != nil {
 		return err
-	default:
 	}
 	total := s.repos * n
 	if err := s.allReady(ctx, start, total); err != nil {
@@ -587,11 +524,126 @@ func (s *serveBench) run() error {
 	return nil
 }
 
+// startController starts the bench's cluster, its watch of the syncs of
+// namespaces (made here; the first holds the webhook receiver's token)
+// and `sluice serve` against it, and waits until the controller is
+// ready. stop ends them all.
+func (s *serveBench) startController(ctx context.Context, token string, namespaces ...string) (api apiServer, logf *os.File, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	cl, err := devcluster.Start(ctx, devcluster.Options{Dir: s.work, Build: true})
+	if err != nil {
+		return apiServer{}, nil, stop, err
+	}
+	stops = append(stops, func() { cl.Stop() })
+	cl.Config.QPS, cl.Config.Burst = 200, 400
+	if s.c, err = client.New(cl.Config, client.Options{Scheme: controller.Scheme()}); err != nil {
+		return apiServer{}, nil, stop, err
+	}
+	watched := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		watched[ns] = cache.Config{}
+	}
+	ca, err := cache.New(cl.Config, cache.Options{Scheme: controller.Scheme(), DefaultNamespaces: watched})
+	if err != nil {
+		return apiServer{}, nil, stop, err
+	}
+	if _, err := ca.GetInformer(ctx, &v1alpha1.ManifestSync{}); err != nil {
+		return apiServer{}, nil, stop, err
+	}
+	cctx, stopCache := context.WithCancel(ctx)
+	stops = append(stops, stopCache)
+	go ca.Start(cctx)
+	if !ca.WaitForCacheSync(ctx) {
+		return apiServer{}, nil, stop, fmt.Errorf("the bench's cache never synced")
+	}
+	s.cached = ca
+	api = apiServerOf(cl)
+	for _, ns := range namespaces {
+		if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return api, nil, stop, err
+		}
+	}
+	if err := s.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hooks", Namespace: serveNS, Labels: map[string]string{controller.ReceiverLabel: "true"}},
+		StringData: map[string]string{"token": token}}); err != nil {
+		return api, nil, stop, err
+	}
+	s.hook, s.metrics, s.pprof = freeAddr(), freeAddr(), freeAddr()
+	health := freeAddr()
+	logf, err = os.Create(filepath.Join(s.work, "controller.log"))
+	if err != nil {
+		return api, nil, stop, err
+	}
+	stops = append(stops, func() { logf.Close() })
+	s.ctrl = exec.Command(s.bin, "serve", "--kubeconfig", cl.Kubeconfig, "--cache-dir", filepath.Join(s.work, "ctrl-cache"),
+		"--hook-addr", s.hook, "--metrics-addr", s.metrics, "--health-addr", health, "--allow-remote-hosts", "127.0.0.1", "--render-isolation", s.isolation, "--pprof-addr", s.pprof,
+		"--registry-rps", strconv.FormatFloat(s.registryRPS, 'g', -1, 64))
+	s.ctrl.Stdout, s.ctrl.Stderr = logf, logf
+	if err := s.ctrl.Start(); err != nil {
+		return api, logf, stop, err
+	}
+	stops = append(stops, func() { s.ctrl.Process.Kill(); s.ctrl.Wait() })
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get("http://" + health + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return api, logf, stop, fmt.Errorf("the controller never got ready (see %s)", logf.Name())
+		}
+	}
+	return api, logf, stop, nil
+}
+
+// createAll creates every sync of the estate newSync makes (16 at a
+// time), and returns how long it took.
+func (s *serveBench) createAll(ctx context.Context, newSync func(r, a int) *v1alpha1.ManifestSync) (time.Duration, error) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, s.syncs)
+	work := make(chan [2]int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ra := range work {
+				if err := s.c.Create(ctx, newSync(ra[0], ra[1])); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for r := 0; r < s.repos; r++ {
+		for a := 0; a < s.appsPerRepo(); a++ {
+			work <- [2]int{r, a}
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return time.Since(start), err
+	default:
+		return time.Since(start), nil
+	}
+}
+
 // allReady waits until total syncs are Ready, for at most 10 minutes
 // from start.
 func (s *serveBench) allReady(ctx context.Context, start time.Time, total int) error {
+	return s.allReadyIn(ctx, serveNS, start, total)
+}
+
+// allReadyIn is allReady of the syncs of namespace ns.
+func (s *serveBench) allReadyIn(ctx context.Context, ns string, start time.Time, total int) error {
 	for {
-		ready, _, err := s.ready(ctx, "")
+		ready, _, err := s.readyIn(ctx, ns, "")
 		if err != nil {
 			return err
 		}

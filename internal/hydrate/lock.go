@@ -28,12 +28,15 @@ func ExtendLock(ctx context.Context, ms config.ManifestSync, o Options, owner st
 	if d.Mode == v1alpha1.ModeBranch {
 		return "", fmt.Errorf("%s writes review branches: its folders hold no lock", ms.Name)
 	}
+	expires := until.UTC().Format(time.RFC3339)
+	if d.IsOCI() {
+		return extendArtifactLock(ctx, ms, o, owner, expires)
+	}
 	repo, err := openDestinationRepo(ctx, ms, o)
 	if err != nil {
 		return "", err
 	}
 	folder := strings.Trim(path.Clean(d.Path), "/")
-	expires := until.UTC().Format(time.RFC3339)
 	res, err := destination.Write(ctx, repo, d.Branch, nil, destination.WriteOptions{
 		Author:  o.Author,
 		Signer:  o.signerOf(ms),

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -144,6 +145,7 @@ func (r *runner) pushStaged(ctx context.Context, a *artifact, meta ociartifact.M
 	if err != nil {
 		return ociartifact.PushResult{}, err
 	}
+	meta.Takeover = r.locks(files)
 	packed, err := ociartifact.Pack(files, meta)
 	if err != nil {
 		return ociartifact.PushResult{}, err
@@ -151,6 +153,10 @@ func (r *runner) pushStaged(ctx context.Context, a *artifact, meta ociartifact.M
 	o := ociartifact.PushOptions{Remote: a.reg.PushOptions(ctx)}
 	if t, err := immutableTag(a.tag.TagStr(), packed, meta); err == nil {
 		o.Tags = []string{t}
+	}
+	// A takeover's artifact is tagged with its deployment tag as well.
+	if t := r.o.Takeover; t != nil && t.Tag != "" && t.Tag != a.tag.TagStr() && v1alpha1.ValidateTag(t.Tag) == nil {
+		o.Tags = append(o.Tags, t.Tag)
 	}
 	o.BeforeTag = func(ctx context.Context, ref name.Digest) error {
 		if signer != nil {
@@ -244,6 +250,73 @@ func readTree(root string) (map[string][]byte, error) {
 	return files, err
 }
 
+// locks says which folders of an artifact's files takeovers lock now
+// ("" when none): the provenance records that hold an unexpired lock.
+func (r *runner) locks(files map[string][]byte) string {
+	var out []string
+	for p, data := range files {
+		if path.Base(p) != v1alpha1.ProvenanceFile {
+			continue
+		}
+		prov, err := parseProvenance(data)
+		if err != nil || prov.Takeover == nil || !prov.Takeover.Holds(r.o.Now()) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s holds %s until %s", prov.Takeover.Owner, path.Dir(p), prov.Takeover.Expires))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
+// extendArtifactLock is ExtendLock in an OCI destination: the artifact
+// as its tag holds it, the folder's takeover.expires rewritten, pushed
+// and tagged as any other (signed as the sync asks).
+func extendArtifactLock(ctx context.Context, ms config.ManifestSync, o Options, owner, expires string) (string, error) {
+	r, p, dir, done, err := openOneArtifact(ctx, ms, o)
+	defer done()
+	if err != nil {
+		return "", err
+	}
+	folder := strings.Trim(path.Clean(ms.Spec.Destination.Path), "/")
+	file := path.Join(folder, v1alpha1.ProvenanceFile)
+	data, ok, err := dir.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("%s in %s%s has no %s: %w", folder, v1alpha1.OCIScheme, p.artifact.tag, v1alpha1.ProvenanceFile, ErrNotLocked)
+	}
+	prov, err := parseProvenance(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	if prov.Takeover == nil || prov.Takeover.Owner != owner {
+		holder := "nobody"
+		if prov.Takeover != nil {
+			holder = prov.Takeover.Owner
+		}
+		return "", fmt.Errorf("%s in %s%s is held by %s, not %s: %w", folder, v1alpha1.OCIScheme, p.artifact.tag, holder, owner, ErrNotLocked)
+	}
+	if data, err = setExpires(data, expires); err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	if err := os.WriteFile(filepath.Join(p.artifact.dir.Root, filepath.FromSlash(file)), data, 0o644); err != nil {
+		return "", err
+	}
+	signer, err := o.artifactSigner(ms)
+	if err != nil {
+		return "", err
+	}
+	res, err := r.pushStaged(ctx, p.artifact, ociartifact.Meta{}, signer, artifactsig.Provenance{Version: o.Version, Finished: r.o.Now()})
+	if err != nil {
+		return "", fmt.Errorf("pushing %s%s: %w", v1alpha1.OCIScheme, p.artifact.tag, err)
+	}
+	if !res.Pushed {
+		return "", nil
+	}
+	return res.Digest.String(), nil
+}
+
 // signArtifact signs an artifact and attaches its SLSA provenance.
 func (r *runner) signArtifact(ctx context.Context, ref name.Digest, a *artifact, signer artifactsig.Signer, prov artifactsig.Provenance) error {
 	target := artifactsig.Target{Ref: ref, Remote: a.reg.PushOptions(ctx)}
@@ -288,22 +361,31 @@ func (r *runner) provenanceOf(plans []*plan, indexes []int) artifactsig.Provenan
 	return prov
 }
 
+// openOneArtifact reads the artifact of one sync's OCI destination
+// outside a run (a prune, a lock extended): a runner of its own, the
+// sync's plan and the staged artifact; done removes what was staged.
+func openOneArtifact(ctx context.Context, ms config.ManifestSync, o Options) (*runner, *plan, folderReader, func(), error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	r := &runner{o: o, artifacts: map[string]*artifact{}}
+	done := func() {
+		for _, d := range r.tmpDirs {
+			os.RemoveAll(d)
+		}
+	}
+	p := &plan{ms: ms}
+	dir, err := r.openArtifact(ctx, p)
+	return r, p, dir, done, err
+}
+
 // pruneArtifact removes a deleted sync's folder from its OCI destination
 // (spec.prune), as Prune does from a branch: if the folder is still the
 // sync's and no takeover holds it, the artifact without it is pushed,
 // signed as the sync asked, and the tag moved to it.
 func pruneArtifact(ctx context.Context, ms config.ManifestSync, o Options) error {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	r := &runner{o: o, artifacts: map[string]*artifact{}}
-	defer func() {
-		for _, d := range r.tmpDirs {
-			os.RemoveAll(d)
-		}
-	}()
-	p := &plan{ms: ms}
-	dir, err := r.openArtifact(ctx, p)
+	r, p, dir, done, err := openOneArtifact(ctx, ms, o)
+	defer done()
 	if err != nil {
 		return err
 	}

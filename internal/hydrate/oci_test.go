@@ -11,11 +11,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/artifactsig"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/ociartifact"
@@ -310,5 +312,88 @@ func TestARegistryFailingMidPushMovesNoTag(t *testing.T) {
 	files, after := f.artifact(t, "dev")
 	if r.Result != Committed || after == before || !strings.Contains(string(files["apps/web/deployment-web.yaml"]), "replicas: 9") {
 		t.Errorf("once the registry serves: %+v, the tag at %s, holding %v", r, after, slices.Sorted(maps.Keys(files)))
+	}
+}
+
+// A takeover of an OCI destination: the artifact the environment's tag
+// names holds the taken-over folder, locked, and the lock is visible in
+// the registry (the artifact's dev.sluice.takeover annotation, and the
+// takeover's deployment tag names it too); a regular run leaves the
+// locked folder alone; the lock is extended in place; a release writes
+// the folder back and the annotation goes.
+func TestATakeoverOfAnOCIDestination(t *testing.T) {
+	f := newFixture(t)
+	f.sync("web-dev", ociDevSync)
+	f.sync("shop-dev", ociShopSync)
+	f.run()
+	_, regular := f.artifact(t, "dev")
+	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	lock := &v1alpha1.Takeover{Owner: "alice@laptop", Tag: "dev-alice", Expires: expires.Format(time.RFC3339)}
+	f.app.Write(map[string]string{"deploy/overlays/dev/replicas.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 4}\n"}).Commit("four")
+	f.app.Push("main")
+	rep := f.run(func(o *Options) { o.Takeover = lock })
+	if r := f.result(rep, "web-dev"); r.Result != Committed {
+		t.Fatalf("the takeover: %+v", r)
+	}
+	ctx := context.Background()
+	annotation := func(tag string) (string, string) {
+		t.Helper()
+		ref, _ := name.NewTag(f.reg.Host+"/team/deploy:"+tag, name.Insecure)
+		_, m, digest, found, err := ociartifact.Read(ctx, ref, ociartifact.DefaultLimits())
+		if err != nil || !found {
+			t.Fatalf("reading %s: %v", ref, err)
+		}
+		return m.Annotations[ociartifact.AnnotationTakeover], digest.String()
+	}
+	taken, takenDigest := annotation("dev")
+	// Both syncs of the run are taken over.
+	if want := "alice@laptop holds apps/shop until " + lock.Expires + "; alice@laptop holds apps/web until " + lock.Expires; taken != want {
+		t.Errorf("the artifact's %s = %q, want %q", ociartifact.AnnotationTakeover, taken, want)
+	}
+	if _, d := annotation("dev-alice"); d != takenDigest || takenDigest == regular {
+		t.Errorf("the takeover's tag dev-alice is at %s, dev at %s (was %s)", d, takenDigest, regular)
+	}
+	files, _ := f.artifact(t, "dev")
+	if !strings.Contains(string(files["apps/web/deployment-web.yaml"]), "replicas: 4") || !strings.Contains(string(files["apps/web/.sluice.yaml"]), "alice@laptop") {
+		t.Errorf("the taken-over folder:\n%s\n%s", files["apps/web/deployment-web.yaml"], files["apps/web/.sluice.yaml"])
+	}
+
+	// A regular run: the locked folder stays; the other goes on.
+	if r := f.result(f.run(), "web-dev"); r.Result != Locked {
+		t.Errorf("a regular run over the lock: %+v", r)
+	}
+	if _, d := annotation("dev"); d != takenDigest {
+		t.Error("a regular run moved the tag over the lock")
+	}
+
+	// Extended in place.
+	set, _ := config.Load(f.syncDir)
+	var web config.ManifestSync
+	for _, ms := range set.ManifestSyncs {
+		if ms.Name == "web-dev" {
+			web = ms
+		}
+	}
+	later := expires.Add(time.Hour)
+	if _, err := ExtendLock(ctx, web, f.options(), "bob@laptop", later); !errors.Is(err, ErrNotLocked) {
+		t.Errorf("another owner extends: %v", err)
+	}
+	if _, err := ExtendLock(ctx, web, f.options(), "alice@laptop", later); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := annotation("dev"); got != "alice@laptop holds apps/shop until "+lock.Expires+"; alice@laptop holds apps/web until "+later.Format(time.RFC3339) {
+		t.Errorf("after the extension: %q", got)
+	}
+
+	// Released: the folder written back, no lock left.
+	if r := f.result(f.run(func(o *Options) { o.Release = "alice@laptop" }), "web-dev"); r.Result != Committed {
+		t.Fatalf("the release: %+v", r)
+	}
+	if got, _ := annotation("dev"); got != "" {
+		t.Errorf("after the release: %q", got)
+	}
+	files, _ = f.artifact(t, "dev")
+	if strings.Contains(string(files["apps/web/.sluice.yaml"]), "alice@laptop") {
+		t.Errorf("the released folder still records the takeover:\n%s", files["apps/web/.sluice.yaml"])
 	}
 }

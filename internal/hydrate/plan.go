@@ -534,9 +534,6 @@ func (r *runner) openDestination(ctx context.Context, p *plan) (folderReader, er
 		return destination.Dir{Root: path.Join(r.o.OutDir, d.Target())}, nil
 	}
 	if d.IsOCI() {
-		if r.o.Takeover != nil || r.o.Release != "" {
-			return nil, fmt.Errorf("spec.destination: takeovers of OCI destinations (%s) are not supported yet", d.Repo)
-		}
 		return r.openArtifact(ctx, p)
 	}
 	loc, err := source.ParseLocation(d.Repo, p.ms.Origin.Dir)

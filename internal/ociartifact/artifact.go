@@ -67,7 +67,14 @@ type Meta struct {
 	// Created is the source commit's time: the entries' times and the
 	// created annotation, so that the same commit packs the same bytes.
 	Created time.Time
+	// Takeover, when set, says which folders a takeover locks (the
+	// AnnotationTakeover annotation): the lock, visible in the registry.
+	Takeover string
 }
+
+// AnnotationTakeover says which folders of an artifact a takeover locks,
+// and until when ("alice@laptop holds apps/web until 2026-12-06T20:00:00Z").
+const AnnotationTakeover = "dev.sluice.takeover"
 
 // Limits bound what Read accepts from a registry: an artifact is someone
 // else's input until proven ours.
@@ -105,6 +112,9 @@ func Pack(files map[string][]byte, m Meta) (v1.Image, error) {
 	}
 	if m.Revision != "" {
 		ann[AnnotationRevision] = m.Revision
+	}
+	if m.Takeover != "" {
+		ann[AnnotationTakeover] = m.Takeover
 	}
 	if !m.Created.IsZero() {
 		ann[AnnotationCreated] = m.Created.UTC().Format(time.RFC3339)
