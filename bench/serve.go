@@ -52,12 +52,14 @@ func mainServe() {
 	history := flag.Int("history", 0, "commits of history under each source repository's apps (a monorepo's: -repos 1 -syncs 500 -history 15000 -touch 3)")
 	touch := flag.Int("touch", 1, "apps of one source repository each timed push changes")
 	outage := flag.Duration("outage", 0, "after the idle interval, the git server answers 503 for this long: requests counted, then the time until every sync is Ready again, nobody acting")
+	gitFirst := flag.Bool("git-first", false, "with -oci: the git estate first (its clones cold), then the OCI one")
 	oci := flag.Bool("oci", false, "the estate into OCI destinations (signed with a cosign key), side by side with the same estate into git, in one run: time to all Ready, requests, an idle interval's registry requests, and the signing cost per artifact")
 	registryRPS := flag.Float64("registry-rps", 20, "the controller's --registry-rps (its default): look-ups of every tag once an interval need tags/interval requests a second")
 	flag.Parse()
 	tb := newTB()
 	defer tb.cleanup()
 	s := &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: *tags, branches: *branches, interval: *interval, pushes: *pushes, followers: *followers, isolation: *isolation, kustomize: *kustomize, history: *history, touch: *touch, registryRPS: *registryRPS, outage: *outage}
+	s.gitFirst = *gitFirst
 	run := s.run
 	if *oci {
 		run = s.runOCI
@@ -78,6 +80,7 @@ type serveBench struct {
 	history, touch                                  int
 	registryRPS                                     float64
 	outage                                          time.Duration
+	gitFirst                                        bool
 
 	work    string
 	bin     string

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -100,13 +101,21 @@ func (s *serveBench) runOCI() error {
 		p.writes = int64(writes() - w0)
 		return p, nil
 	}
-	ociPhase, err := apply("OCI", ociNS, s.ociSync)
-	if err != nil {
-		return err
+	var ociPhase, gitPhase phase
+	phases := []func() error{
+		func() (err error) { ociPhase, err = apply("OCI", ociNS, s.ociSync); return err },
+		func() (err error) {
+			gitPhase, err = apply("git", serveNS, func(r, a int) *v1alpha1.ManifestSync { return s.manifestSync(r, a, "deploy") })
+			return err
+		},
 	}
-	gitPhase, err := apply("git", serveNS, func(r, a int) *v1alpha1.ManifestSync { return s.manifestSync(r, a, "deploy") })
-	if err != nil {
-		return err
+	if s.gitFirst {
+		slices.Reverse(phases)
+	}
+	for _, run := range phases {
+		if err := run(); err != nil {
+			return err
+		}
 	}
 	// Artifacts pushed: one per tag that changed, counted at the
 	// registry (a tag's manifest PUT).
@@ -134,8 +143,12 @@ func (s *serveBench) runOCI() error {
 	}
 	_, hwm := procStat(pid)
 
-	fmt.Printf("On a local kube-apiserver v1.37.2 with the loopback git server and registry: %d ManifestSyncs over %d source repositories and %d image tags, applied twice to one controller (`sluice serve`, --concurrent 4, --render-isolation %s): into OCI destinations (%d tags of one repository, each artifact signed with a cosign key and given its SLSA provenance), then the same estate into %d branches of a git repository (its source clones warm from the first). Interval %s. GOMAXPROCS=%d.\n\n",
-		total, s.repos, s.tags, s.isolation, s.branches, s.branches, s.interval, runtime.GOMAXPROCS(0))
+	order := "into OCI destinations first (its source clones and image look-ups cold), then into git"
+	if s.gitFirst {
+		order = "into git first (its source clones and image look-ups cold), then into OCI destinations"
+	}
+	fmt.Printf("On a local kube-apiserver v1.37.2 with the loopback git server and registry: %d ManifestSyncs over %d source repositories and %d image tags, applied twice to one controller (`sluice serve`, --concurrent 4, --render-isolation %s), %s: %d tags of one OCI repository (each artifact signed with a cosign key and given its SLSA provenance), %d branches of one git repository. Interval %s. GOMAXPROCS=%d.\n\n",
+		total, s.repos, s.tags, s.isolation, order, s.branches, s.branches, s.interval, runtime.GOMAXPROCS(0))
 	fmt.Println("| measure | OCI | git | OCI / git |")
 	fmt.Println("|---|---:|---:|---:|")
 	fmt.Printf("| applying %d syncs → all Ready | %s | %s | %.2fx |\n", total, round(ociPhase.ready), round(gitPhase.ready), float64(ociPhase.ready)/float64(gitPhase.ready))

@@ -76,7 +76,7 @@ func newBatcher(ctx context.Context, e *engines, concurrent int, log *slog.Logge
 			Cache: e.cache, Registry: e.registry("anonymous", nil).reg, Limits: e.limits,
 			RenderSlots: make(chan struct{}, concurrent), Parallel: concurrent,
 			Log: log, ImagesVerified: &imagesig.Verified{}, Provenance: hydrate.NewProvenanceCache(),
-			TagGuard: e.guard,
+			TagGuard: e.guard, Artifacts: hydrate.NewArtifactCache(),
 		},
 		slots:  make(chan struct{}, concurrent),
 		window: 100 * time.Millisecond,

@@ -165,6 +165,10 @@ type Options struct {
 	DestinationRegistryFor func(ms config.ManifestSync) *registry.Client
 	// Version is Sluice's, for the provenance.
 	Version string
+	// Artifacts, when set, keeps the OCI artifacts read and pushed across
+	// runs (a controller's): an artifact whose tag has not moved is read
+	// with one HEAD request.
+	Artifacts *ArtifactCache
 	// TagGuard, when set, is asked right before an OCI destination's tag
 	// moves (a controller's: does it still lead?); an error moves no tag.
 	// A git push is guarded by the Cache's own guard.

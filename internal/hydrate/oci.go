@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/artifactsig"
@@ -70,14 +71,13 @@ func (r *runner) openArtifact(ctx context.Context, p *plan) (folderReader, error
 	return a.dir, nil
 }
 
-// stage reads what a's tag holds into a temporary directory.
+// stage reads what a's tag holds into a temporary directory: from the
+// ArtifactCache when the tag still names an artifact read before (one
+// HEAD request), else downloaded and checked.
 func (r *runner) stage(ctx context.Context, a *artifact) error {
-	files, m, digest, found, err := ociartifact.Read(ctx, a.tag, ociartifact.DefaultLimits(), a.reg.Options(ctx)...)
-	switch {
-	case err != nil && (m == nil || ociartifact.Ours(m)):
-		return fmt.Errorf("reading %s%s: %w", v1alpha1.OCIScheme, a.tag, err)
-	case err != nil || (found && !ociartifact.Ours(m)):
-		files = nil // someone else's: nothing of it is kept
+	files, digest, found, err := r.readArtifact(ctx, a)
+	if err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp("", "sluice-oci-")
 	if err != nil {
@@ -97,9 +97,74 @@ func (r *runner) stage(ctx context.Context, a *artifact) error {
 	}
 	a.dir = destination.Dir{Root: dir}
 	if found {
-		a.digest = digest.String()
+		a.digest = digest
 	}
 	return nil
+}
+
+// readArtifact reads the files of the artifact a's tag names (none when
+// the tag is missing, or names an artifact Sluice did not push).
+func (r *runner) readArtifact(ctx context.Context, a *artifact) (files map[string][]byte, digest string, found bool, err error) {
+	cache := r.o.Artifacts
+	if cache != nil {
+		desc, err := remote.Head(a.tag, a.reg.Options(ctx)...)
+		if err == nil {
+			if files, ok := cache.get(a.tag.Context().Name(), desc.Digest.String()); ok {
+				return files, desc.Digest.String(), true, nil
+			}
+		}
+	}
+	files, m, d, found, err := ociartifact.Read(ctx, a.tag, ociartifact.DefaultLimits(), a.reg.Options(ctx)...)
+	switch {
+	case err != nil && (m == nil || ociartifact.Ours(m)):
+		return nil, "", false, fmt.Errorf("reading %s%s: %w", v1alpha1.OCIScheme, a.tag, err)
+	case err != nil || (found && !ociartifact.Ours(m)):
+		return nil, d.String(), found, nil // someone else's: nothing of it is kept
+	}
+	if found && cache != nil {
+		cache.put(a.tag.Context().Name(), d.String(), files)
+	}
+	if !found {
+		return nil, "", false, nil
+	}
+	return files, d.String(), true, nil
+}
+
+// ArtifactCache keeps the files of the OCI artifacts a controller read
+// or pushed, by repository and digest: an artifact whose tag has not
+// moved is not downloaded and unpacked again at each reconcile (a HEAD
+// request tells). It holds the latest artifacts only (64).
+type ArtifactCache struct {
+	mu    sync.Mutex
+	files map[string]map[string][]byte
+	order []string
+}
+
+// NewArtifactCache returns an empty cache.
+func NewArtifactCache() *ArtifactCache { return &ArtifactCache{files: map[string]map[string][]byte{}} }
+
+const artifactCacheSize = 64
+
+func (c *ArtifactCache) get(repo, digest string) (map[string][]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.files[repo+"@"+digest]
+	return f, ok
+}
+
+func (c *ArtifactCache) put(repo, digest string, files map[string][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := repo + "@" + digest
+	if _, ok := c.files[key]; ok {
+		return
+	}
+	c.files[key] = files
+	c.order = append(c.order, key)
+	for len(c.order) > artifactCacheSize {
+		delete(c.files, c.order[0])
+		c.order = c.order[1:]
+	}
 }
 
 // writeArtifact lands the changed folders of one OCI destination's tag:
@@ -149,6 +214,13 @@ func (r *runner) pushStaged(ctx context.Context, a *artifact, meta ociartifact.M
 	packed, err := ociartifact.Pack(files, meta)
 	if err != nil {
 		return ociartifact.PushResult{}, err
+	}
+	if c := r.o.Artifacts; c != nil {
+		defer func() {
+			if d, err := packed.Digest(); err == nil {
+				c.put(a.tag.Context().Name(), d.String(), files) // what the tag names now, if the push lands
+			}
+		}()
 	}
 	o := ociartifact.PushOptions{Remote: a.reg.PushOptions(ctx)}
 	if t, err := immutableTag(a.tag.TagStr(), packed, meta); err == nil {

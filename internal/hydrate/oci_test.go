@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,6 +309,19 @@ func TestARegistryFailingMidPushMovesNoTag(t *testing.T) {
 			}
 		})
 	}
+	// A registry that does not accept Flux's config media type: the
+	// registry's answer is said, and the tag stays.
+	t.Run("the media type refused", func(t *testing.T) {
+		f.reg.RefuseMediaType("application/vnd.cncf.flux.config.v1+json")
+		defer f.reg.RefuseMediaType("")
+		r := f.result(f.run(), "web-dev")
+		if r.Err == nil || !strings.Contains(r.Err.Error(), "MANIFEST_INVALID") || !strings.Contains(r.Err.Error(), "unsupported media type application/vnd.cncf.flux.config.v1+json") {
+			t.Errorf("the sync: %v, want the registry's refusal of the media type", r.Err)
+		}
+		if _, d := f.artifact(t, "dev"); d != before {
+			t.Errorf("the tag moved to %s", d)
+		}
+	})
 	r := f.result(f.run(), "web-dev")
 	files, after := f.artifact(t, "dev")
 	if r.Result != Committed || after == before || !strings.Contains(string(files["apps/web/deployment-web.yaml"]), "replicas: 9") {
@@ -395,5 +409,47 @@ func TestATakeoverOfAnOCIDestination(t *testing.T) {
 	files, _ = f.artifact(t, "dev")
 	if strings.Contains(string(files["apps/web/.sluice.yaml"]), "alice@laptop") {
 		t.Errorf("the released folder still records the takeover:\n%s", files["apps/web/.sluice.yaml"])
+	}
+}
+
+// A controller keeps the artifacts it read and pushed (ArtifactCache):
+// a run whose tag has not moved reads it with one HEAD request, no
+// download; a tag another writer moved is read again, and the sync's
+// folder written back into what it holds.
+func TestAnUnmovedArtifactIsNotDownloadedAgain(t *testing.T) {
+	f := newFixture(t)
+	f.sync("web-dev", ociDevSync)
+	cache := NewArtifactCache()
+	withCache := func(o *Options) { o.Artifacts = cache }
+	f.run(withCache)
+	var blobs, heads atomic.Int64
+	f.reg.FailWith(func(r *http.Request) int {
+		if strings.HasPrefix(r.URL.Path, "/v2/team/deploy/blobs/") && r.Method == http.MethodGet {
+			blobs.Add(1)
+		}
+		if strings.HasPrefix(r.URL.Path, "/v2/team/deploy/manifests/dev") && r.Method == http.MethodHead {
+			heads.Add(1)
+		}
+		return 0
+	})
+	defer f.reg.FailWith(nil)
+	if r := f.result(f.run(withCache), "web-dev"); r.Result != Unchanged || r.Err != nil {
+		t.Fatalf("%+v", r)
+	}
+	if blobs.Load() != 0 || heads.Load() == 0 {
+		t.Errorf("an unmoved tag: %d blob downloads, %d HEADs of the tag; want none and some", blobs.Load(), heads.Load())
+	}
+	// Another writer's artifact under the tag (packed as Sluice packs):
+	// read, and the folder written back.
+	ref, _ := name.NewTag(f.reg.Host+"/team/deploy:dev", name.Insecure)
+	img, _ := ociartifact.Pack(map[string][]byte{"apps/web/x.yaml": []byte("a: 1\n")}, ociartifact.Meta{Source: "elsewhere"})
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	blobs.Store(0)
+	r := f.result(f.run(withCache), "web-dev")
+	files, _ := f.artifact(t, "dev")
+	if blobs.Load() == 0 || r.Result != Committed || files["apps/web/x.yaml"] != nil || files["apps/web/.sluice.yaml"] == nil {
+		t.Errorf("a moved tag: %d blob downloads, the sync %s, the artifact %v", blobs.Load(), r.Result, slices.Sorted(maps.Keys(files)))
 	}
 }

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -37,6 +39,21 @@ type Registry struct {
 	retryAfter atomic.Int64
 	// auth, when set, is the user:password every request must carry.
 	auth atomic.Pointer[string]
+	// refused, when set, is a media type manifests may not name.
+	refused atomic.Pointer[string]
+}
+
+// RefuseMediaType makes the registry refuse a manifest that names
+// mediaType (as its config's, a layer's or its own), answering as the
+// distribution spec has a registry refuse a manifest it does not accept:
+// 400 with the error code MANIFEST_INVALID.
+// "" accepts every media type again.
+func (r *Registry) RefuseMediaType(mediaType string) {
+	if mediaType == "" {
+		r.refused.Store(nil)
+		return
+	}
+	r.refused.Store(&mediaType)
 }
 
 // RequireAuth makes the registry answer every request without these
@@ -78,6 +95,16 @@ func newRegistry(t TB, referrers bool) *Registry {
 				http.Error(w, "authentication required", http.StatusUnauthorized)
 				return
 			}
+		}
+		if mt := r.refused.Load(); mt != nil && req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/manifests/") {
+			body, _ := io.ReadAll(io.LimitReader(req.Body, 4<<20))
+			if strings.Contains(string(body), `"`+*mt+`"`) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintf(w, `{"errors":[{"code":"MANIFEST_INVALID","message":"manifest invalid","detail":"unsupported media type %s"}]}`, *mt)
+				return
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		if f := r.fail.Load(); f != nil {
 			if code := (*f)(req); code != 0 {
