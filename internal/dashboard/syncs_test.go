@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,5 +77,31 @@ func TestASyncsRowSaysHowItsCommitsAreSigned(t *testing.T) {
 	}
 	if r := rowOf(&v1alpha1.ManifestSync{}); r.Source.Signed != "" || r.Destination.Signed != "" {
 		t.Errorf("an unsigned sync: %+v", r)
+	}
+}
+
+// An OCI destination's row names its tag and the digest its artifact
+// has, and how artifacts are signed (a key, keyless, Notation).
+func TestAnOCISyncsRowNamesItsArtifact(t *testing.T) {
+	ms := &v1alpha1.ManifestSync{}
+	ms.Spec.Source.Repo = "https://git.example.com/app.git"
+	ms.Spec.Destination = v1alpha1.Destination{Repo: "oci://registry.example.com/team/deploy", Tag: "dev", Path: "apps/web", Signing: &v1alpha1.Signing{Keyless: &v1alpha1.SigningKeyless{}}}
+	digest := "sha256:" + strings.Repeat("a", 64)
+	ms.Status.Destination = &v1alpha1.DestinationStatus{Repo: ms.Spec.Destination.Repo, Tag: "dev", Path: "apps/web", Digest: digest}
+	r := rowOf(ms)
+	if r.Destination.Ref != "dev" || r.Destination.Commit != digest || r.Destination.Signed != "artifacts signed by cosign, keyless, through https://fulcio.sigstore.dev" {
+		t.Errorf("the destination: %+v", r.Destination)
+	}
+	for _, c := range []struct {
+		signing *v1alpha1.Signing
+		want    string
+	}{
+		{&v1alpha1.Signing{SecretRef: &v1alpha1.SecretRef{Name: "cosign"}}, "artifacts signed by cosign with the key of Secret cosign"},
+		{&v1alpha1.Signing{Provider: v1alpha1.SigningNotation, SecretRef: &v1alpha1.SecretRef{Name: "cert"}}, "artifacts signed by Notation with the certificate of Secret cert"},
+	} {
+		ms.Spec.Destination.Signing = c.signing
+		if got := rowOf(ms).Destination.Signed; got != c.want {
+			t.Errorf("signed %q, want %q", got, c.want)
+		}
 	}
 }
