@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -368,11 +367,6 @@ func Run(ctx context.Context, syncs []config.ManifestSync, o Options) (*Report, 
 	r := &runner{o: o, results: make([]Result, len(syncs)), branches: map[string]*destination.Branch{}, artifacts: map[string]*artifact{},
 		provenance: o.provenanceCache(), egress: o.Egress.Allowing(o.Cache.TrustedHosts()...)}
 	defer r.provenance.save()
-	defer func() {
-		for _, d := range r.tmpDirs {
-			os.RemoveAll(d)
-		}
-	}()
 	plans := make([]*plan, len(syncs))
 	// Checking a sync is mostly waiting (on git and registries); rendering
 	// is CPU. Many checks run at once; renders, only Parallel.
@@ -429,10 +423,8 @@ type runner struct {
 	mu       sync.Mutex
 	results  []Result
 	branches map[string]*destination.Branch
-	// artifacts are the OCI destinations read, by repository and tag,
-	// staged in tmpDirs until the run ends.
+	// artifacts are the OCI destinations read, by repository and tag.
 	artifacts  map[string]*artifact
-	tmpDirs    []string
 	provenance *ProvenanceCache
 	renders    chan struct{}
 	// egress is where what sources name may be read from.

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"os"
+	"maps"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -26,12 +24,12 @@ import (
 )
 
 // artifact is an OCI destination as a run reads it once: what its tag
-// holds, staged in a directory where the run's folders are written
-// before they are packed and pushed together, as one artifact.
+// holds, in memory, where the run's folders are written before they are
+// packed and pushed together, as one artifact.
 type artifact struct {
 	tag name.Tag
 	reg *registry.Client
-	dir destination.Dir
+	dir files
 	// digest is what the tag pointed at when read ("" when it did not
 	// exist).
 	digest string
@@ -71,33 +69,81 @@ func (r *runner) openArtifact(ctx context.Context, p *plan) (folderReader, error
 	return a.dir, nil
 }
 
-// stage reads what a's tag holds into a temporary directory: from the
-// ArtifactCache when the tag still names an artifact read before (one
-// HEAD request), else downloaded and checked.
+// stage reads what a's tag holds: from the ArtifactCache when the tag
+// still names an artifact read before (one HEAD request), else
+// downloaded and checked.
 func (r *runner) stage(ctx context.Context, a *artifact) error {
-	files, digest, found, err := r.readArtifact(ctx, a)
+	f, digest, found, err := r.readArtifact(ctx, a)
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "sluice-oci-")
-	if err != nil {
-		return err
+	a.dir = maps.Clone(files(f)) // the cache's map is never written
+	if a.dir == nil {
+		a.dir = files{}
 	}
-	r.mu.Lock()
-	r.tmpDirs = append(r.tmpDirs, dir)
-	r.mu.Unlock()
-	for p, data := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p)) // ociartifact.Files checked each path
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(full, data, 0o644); err != nil {
-			return err
-		}
-	}
-	a.dir = destination.Dir{Root: dir}
 	if found {
 		a.digest = digest
+	}
+	return nil
+}
+
+// files are an artifact's files by slash-separated path (as
+// ociartifact.Files checked them), read as a branch is.
+type files map[string][]byte
+
+// TreeHash is not known: ok is always false.
+func (f files) TreeHash(string) (string, bool, error) { return "", false, nil }
+
+// Hashes lists a folder's files with their git blob hashes; nil when the
+// folder is absent.
+func (f files) Hashes(folder string) (map[string]string, error) {
+	fo, err := f.ReadFolder(folder)
+	if err != nil || fo == nil {
+		return nil, err
+	}
+	return fo.Hashes(), nil
+}
+
+// ReadFile reads a file; ok is false when it is absent.
+func (f files) ReadFile(p string) ([]byte, bool, error) {
+	data, ok := f[p]
+	return data, ok, nil
+}
+
+// ReadFolder reads every file of a folder; nil when it is absent.
+func (f files) ReadFolder(folder string) (destination.Folder, error) {
+	var out destination.Folder
+	prefix := strings.Trim(folder, "/") + "/"
+	for p, data := range f {
+		if rest, ok := strings.CutPrefix(p, prefix); ok {
+			if out == nil {
+				out = destination.Folder{}
+			}
+			out[rest] = data
+		}
+	}
+	return out, nil
+}
+
+// removeFolder removes a folder's files.
+func (f files) removeFolder(folder string) {
+	prefix := strings.Trim(folder, "/") + "/"
+	for p := range f {
+		if strings.HasPrefix(p, prefix) {
+			delete(f, p)
+		}
+	}
+}
+
+// writeFolder replaces a folder with the given files.
+func (f files) writeFolder(folder string, fo destination.Folder) error {
+	f.removeFolder(folder)
+	for name, data := range fo {
+		p := path.Join(strings.Trim(folder, "/"), name)
+		if !strings.HasPrefix(p, strings.Trim(folder, "/")+"/") {
+			return fmt.Errorf("%s is outside %s", name, folder)
+		}
+		f[p] = data
 	}
 	return nil
 }
@@ -191,7 +237,7 @@ func (r *runner) writeArtifact(ctx context.Context, a *artifact, plans []*plan, 
 // it (signed first, when there is a key).
 func (r *runner) pushArtifact(ctx context.Context, a *artifact, plans []*plan, indexes []int) (ociartifact.PushResult, error) {
 	for _, i := range indexes {
-		if err := a.dir.WriteFolder(plans[i].dstPath, plans[i].folder); err != nil {
+		if err := a.dir.writeFolder(plans[i].dstPath, plans[i].folder); err != nil {
 			return ociartifact.PushResult{}, fmt.Errorf("staging %s: %w", plans[i].dstPath, err)
 		}
 	}
@@ -206,10 +252,7 @@ func (r *runner) pushArtifact(ctx context.Context, a *artifact, plans []*plan, i
 // then signed with its provenance (when there is a signer), then, if
 // TagGuard allows, tagged.
 func (r *runner) pushStaged(ctx context.Context, a *artifact, meta ociartifact.Meta, signer artifactsig.Signer, prov artifactsig.Provenance) (ociartifact.PushResult, error) {
-	files, err := readTree(a.dir.Root)
-	if err != nil {
-		return ociartifact.PushResult{}, err
-	}
+	files := maps.Clone(a.dir) // as pushed, whatever is written after
 	meta.Takeover = r.locks(files)
 	packed, err := ociartifact.Pack(files, meta)
 	if err != nil {
@@ -298,30 +341,6 @@ func artifactMeta(plans []*plan, indexes []int) ociartifact.Meta {
 	return m
 }
 
-// readTree reads every file under root, by slash-separated relative path.
-func readTree(root string) (map[string][]byte, error) {
-	files := map[string][]byte{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("%s is not a regular file", p)
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		files[filepath.ToSlash(rel)] = data
-		return nil
-	})
-	return files, err
-}
-
 // locks says which folders of an artifact's files takeovers lock now
 // ("" when none): the provenance records that hold an unexpired lock.
 func (r *runner) locks(files map[string][]byte) string {
@@ -344,8 +363,7 @@ func (r *runner) locks(files map[string][]byte) string {
 // as its tag holds it, the folder's takeover.expires rewritten, pushed
 // and tagged as any other (signed as the sync asks).
 func extendArtifactLock(ctx context.Context, ms config.ManifestSync, o Options, owner, expires string) (string, error) {
-	r, p, dir, done, err := openOneArtifact(ctx, ms, o)
-	defer done()
+	r, p, dir, err := openOneArtifact(ctx, ms, o)
 	if err != nil {
 		return "", err
 	}
@@ -372,9 +390,7 @@ func extendArtifactLock(ctx context.Context, ms config.ManifestSync, o Options, 
 	if data, err = setExpires(data, expires); err != nil {
 		return "", fmt.Errorf("%s: %w", file, err)
 	}
-	if err := os.WriteFile(filepath.Join(p.artifact.dir.Root, filepath.FromSlash(file)), data, 0o644); err != nil {
-		return "", err
-	}
+	p.artifact.dir[file] = data
 	signer, err := o.artifactSigner(ms)
 	if err != nil {
 		return "", err
@@ -435,20 +451,15 @@ func (r *runner) provenanceOf(plans []*plan, indexes []int) artifactsig.Provenan
 
 // openOneArtifact reads the artifact of one sync's OCI destination
 // outside a run (a prune, a lock extended): a runner of its own, the
-// sync's plan and the staged artifact; done removes what was staged.
-func openOneArtifact(ctx context.Context, ms config.ManifestSync, o Options) (*runner, *plan, folderReader, func(), error) {
+// sync's plan and the artifact's files.
+func openOneArtifact(ctx context.Context, ms config.ManifestSync, o Options) (*runner, *plan, folderReader, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	r := &runner{o: o, artifacts: map[string]*artifact{}}
-	done := func() {
-		for _, d := range r.tmpDirs {
-			os.RemoveAll(d)
-		}
-	}
 	p := &plan{ms: ms}
 	dir, err := r.openArtifact(ctx, p)
-	return r, p, dir, done, err
+	return r, p, dir, err
 }
 
 // pruneArtifact removes a deleted sync's folder from its OCI destination
@@ -456,8 +467,7 @@ func openOneArtifact(ctx context.Context, ms config.ManifestSync, o Options) (*r
 // sync's and no takeover holds it, the artifact without it is pushed,
 // signed as the sync asked, and the tag moved to it.
 func pruneArtifact(ctx context.Context, ms config.ManifestSync, o Options) error {
-	r, p, dir, done, err := openOneArtifact(ctx, ms, o)
-	defer done()
+	r, p, dir, err := openOneArtifact(ctx, ms, o)
 	if err != nil {
 		return err
 	}
@@ -485,9 +495,7 @@ func pruneArtifact(ctx context.Context, ms config.ManifestSync, o Options) error
 			return fmt.Errorf("%s holds %s, the folder of another ManifestSync: it is not removed with %s", folder, path.Join(folder, path.Dir(f)), ms.Name)
 		}
 	}
-	if err := os.RemoveAll(filepath.Join(p.artifact.dir.Root, filepath.FromSlash(folder))); err != nil {
-		return err
-	}
+	p.artifact.dir.removeFolder(folder)
 	signer, err := o.artifactSigner(ms)
 	if err != nil {
 		return err
