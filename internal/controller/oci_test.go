@@ -5,11 +5,13 @@ import (
 	"encoding/base64"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +239,68 @@ spec:
 	}
 	if _, err := testenv.CosignVerify(t, e.reg.Host+"/team/deploy@"+digest.String(), "", nil, args...); err != nil {
 		t.Errorf("the pruned artifact: %v", err)
+	}
+}
+
+// A registry answering 429 to every push of the destination: the sync
+// fails saying so and backs off (its attempts a handful over 15 s, not a
+// loop), the tag never moves; once the registry takes pushes again, the
+// sync lands with nobody acting.
+func TestARegistryRefusingPushesBacksOffAndRecovers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var puts atomic.Int64
+	e.reg.FailWith(func(r *http.Request) int {
+		if strings.HasPrefix(r.URL.Path, "/v2/team/deploy/") && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			puts.Add(1)
+			return http.StatusTooManyRequests
+		}
+		return 0
+	})
+	e.start()
+	e.apply(e.expand(`apiVersion: sluice.dev/v1alpha1
+kind: ManifestSync
+metadata: {name: web}
+spec:
+  source: {repo: APP, ref: main, path: deploy/web}
+  images: [{name: REG/team/app}]
+  destination: {repo: oci://REG/team/deploy, tag: dev, path: apps/web}
+  interval: 1h
+`, "web"))
+	ms := e.ready("web", metav1.ConditionFalse, 60*time.Second)
+	if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonFailed || !strings.Contains(c.Message, "429") {
+		t.Errorf("Ready %s: %s, want the registry's 429", c.Reason, c.Message)
+	}
+	time.Sleep(15 * time.Second)
+	// The retries the controller logged back off: 5 s, then longer.
+	var retries []time.Duration
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		if !strings.Contains(line, `msg="hydrating failed" manifestsync=`+e.ns+"/web ") {
+			continue
+		}
+		if _, after, ok := strings.Cut(line, " retry="); ok {
+			d, err := time.ParseDuration(strings.Fields(after)[0])
+			if err == nil {
+				retries = append(retries, d)
+			}
+		}
+	}
+	if len(retries) < 2 || retries[0] < 5*time.Second || !slices.IsSorted(retries) || retries[len(retries)-1] <= retries[0] {
+		t.Errorf("the retries after 429s: %v, want growing from 5 s (%d refused requests)", retries, puts.Load())
+	}
+	tag, _ := name.NewTag(e.reg.Host+"/team/deploy:dev", name.Insecure)
+	if _, err := remote.Head(tag); err == nil {
+		t.Error("the tag exists while every push was refused")
+	}
+	e.reg.FailWith(nil)
+	e.eventually(90*time.Second, func() string {
+		ms := e.sync("web")
+		if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+			return "not Ready yet"
+		}
+		return ""
+	})
+	if _, err := remote.Head(tag); err != nil {
+		t.Errorf("the tag after recovery: %v", err)
 	}
 }
