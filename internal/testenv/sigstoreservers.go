@@ -240,13 +240,17 @@ func StartClusterSigstore(t TB, cp *ControlPlane) *ClusterSigstore {
 	return s
 }
 
-// Token writes a token of the service account namespace/name (made when
-// missing) for audience into a file, as a projected service account
+// Token writes a token of the service account namespace/name (both made
+// when missing) for audience into a file, as a projected service account
 // token volume holds one, and returns the file's path.
 func (s *ClusterSigstore) Token(t TB, namespace, name, audience string) string {
 	t.Helper()
 	ctx := context.Background()
-	_, err := s.kc.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	_, err := s.kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("%v", err)
+	}
+	_, err = s.kc.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("%v", err)
 	}
