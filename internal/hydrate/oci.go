@@ -179,17 +179,22 @@ func (r *runner) readArtifact(ctx context.Context, a *artifact) (files map[strin
 // ArtifactCache keeps the files of the OCI artifacts a controller read
 // or pushed, by repository and digest: an artifact whose tag has not
 // moved is not downloaded and unpacked again at each reconcile (a HEAD
-// request tells). It holds the latest artifacts only (64).
+// request tells). It holds the latest artifacts only, 256 MiB of files
+// at most (an artifact may hold 128 MiB: ociartifact.DefaultLimits).
 type ArtifactCache struct {
 	mu    sync.Mutex
 	files map[string]map[string][]byte
+	size  map[string]int64
+	total int64
 	order []string
 }
 
 // NewArtifactCache returns an empty cache.
-func NewArtifactCache() *ArtifactCache { return &ArtifactCache{files: map[string]map[string][]byte{}} }
+func NewArtifactCache() *ArtifactCache {
+	return &ArtifactCache{files: map[string]map[string][]byte{}, size: map[string]int64{}}
+}
 
-const artifactCacheSize = 64
+const artifactCacheBytes = 256 << 20
 
 func (c *ArtifactCache) get(repo, digest string) (map[string][]byte, bool) {
 	c.mu.Lock()
@@ -205,10 +210,21 @@ func (c *ArtifactCache) put(repo, digest string, files map[string][]byte) {
 	if _, ok := c.files[key]; ok {
 		return
 	}
-	c.files[key] = files
+	var n int64
+	for p, data := range files {
+		n += int64(len(p) + len(data))
+	}
+	if n > artifactCacheBytes/2 {
+		return // read again when needed: one such artifact would crowd out the rest
+	}
+	c.files[key], c.size[key] = files, n
+	c.total += n
 	c.order = append(c.order, key)
-	for len(c.order) > artifactCacheSize {
-		delete(c.files, c.order[0])
+	for c.total > artifactCacheBytes {
+		old := c.order[0]
+		c.total -= c.size[old]
+		delete(c.files, old)
+		delete(c.size, old)
 		c.order = c.order[1:]
 	}
 }

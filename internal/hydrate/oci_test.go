@@ -3,6 +3,7 @@ package hydrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -451,5 +452,35 @@ func TestAnUnmovedArtifactIsNotDownloadedAgain(t *testing.T) {
 	files, _ := f.artifact(t, "dev")
 	if blobs.Load() == 0 || r.Result != Committed || files["apps/web/x.yaml"] != nil || files["apps/web/.sluice.yaml"] == nil {
 		t.Errorf("a moved tag: %d blob downloads, the sync %s, the artifact %v", blobs.Load(), r.Result, slices.Sorted(maps.Keys(files)))
+	}
+}
+
+// The artifact cache holds 256 MiB of files at most, the oldest going
+// first; an artifact of over half that is not kept.
+func TestTheArtifactCacheIsBounded(t *testing.T) {
+	c := NewArtifactCache()
+	mib := make([]byte, 1<<20)
+	files := func(n int) map[string][]byte {
+		f := map[string][]byte{}
+		for i := range n {
+			f[fmt.Sprintf("apps/a/%d.yaml", i)] = mib
+		}
+		return f
+	}
+	c.put("r", "big", files(129))
+	if _, ok := c.get("r", "big"); ok {
+		t.Error("an artifact of 129 MiB was kept")
+	}
+	for i := range 10 {
+		c.put("r", fmt.Sprint(i), files(40))
+	}
+	if c.total > artifactCacheBytes {
+		t.Errorf("the cache holds %d bytes", c.total)
+	}
+	if _, ok := c.get("r", "0"); ok {
+		t.Error("the oldest artifact is still there")
+	}
+	if _, ok := c.get("r", "9"); !ok {
+		t.Error("the newest artifact is gone")
 	}
 }
