@@ -18,7 +18,7 @@ build:
 
 # What the tests need, built once into bin/ (most of the 35 minutes a cold make test takes on 2 cores): the
 # control plane (kube-apiserver, etcd, kube-controller-manager), the helm
-# and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for), the cosign and Notation CLIs tests sign images with (and Fulcio and a timestamp authority, for keyless signing), the Flux controllers and
+# and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for), the cosign and Notation CLIs tests sign images with (and Fulcio, a timestamp authority and Rekor over Trillian and Debian's MariaDB, for keyless signing), the Flux controllers and
 # Argo CD's ApplicationSet controller live sessions hand clusters back to,
 # Argo CD's own manifest generation renders as an Application are compared with,
 # Gitea (a real forge sending webhooks), promtool (the alerts checked), Sluice's own image binary, and
@@ -41,6 +41,9 @@ tools:
 	hack/promtool/build.sh >/dev/null
 	hack/fulcio/build.sh >/dev/null
 	hack/timestamp-server/build.sh >/dev/null
+	hack/mariadb/install.sh >/dev/null
+	hack/trillian/build.sh >/dev/null
+	hack/rekor/build.sh >/dev/null
 	hack/chromium/install.sh >/dev/null
 	$(MAKE) bin/image/sluice
 

@@ -385,8 +385,9 @@ type Signing struct {
 	SecretRef *SecretRef `json:"secretRef,omitempty"`
 	// Keyless signs with cosign through Sigstore, with no key to keep: a
 	// certificate Fulcio issues for the controller's service account
-	// (its token, of audience sigstore) at each signature, and a signed
-	// timestamp that proves the signature was made while it was valid.
+	// (its token, of audience sigstore) at each signature, a signed
+	// timestamp that proves the signature was made while it was valid,
+	// and an entry in the transparency log.
 	// +optional
 	Keyless *SigningKeyless `json:"keyless,omitempty"`
 }
@@ -410,12 +411,18 @@ type SigningKeyless struct {
 	// https://timestamp.sigstore.dev/api/v1/timestamp, by default).
 	// +optional
 	TimestampURL string `json:"timestampURL,omitempty"`
+	// RekorURL is the transparency log each signature is recorded in
+	// (Sigstore's public Rekor, https://rekor.sigstore.dev, by default),
+	// as verifiers of keyless signatures ask.
+	// +optional
+	RekorURL string `json:"rekorURL,omitempty"`
 }
 
 // Sigstore's public instance, keyless signing's default.
 const (
 	DefaultFulcioURL    = "https://fulcio.sigstore.dev"
 	DefaultTimestampURL = "https://timestamp.sigstore.dev/api/v1/timestamp"
+	DefaultRekorURL     = "https://rekor.sigstore.dev"
 )
 
 // IsOCI reports whether the destination is an OCI repository

@@ -257,7 +257,7 @@ func (s *Signing) validate(p *field.Path, oci bool) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("provider"), s.Provider, []string{SigningCosign, SigningNotation}))
 	}
 	if k := s.Keyless; k != nil {
-		for name, u := range map[string]string{"fulcioURL": k.FulcioURL, "timestampURL": k.TimestampURL} {
+		for name, u := range map[string]string{"fulcioURL": k.FulcioURL, "timestampURL": k.TimestampURL, "rekorURL": k.RekorURL} {
 			if err := validateServiceURL(u); err != nil {
 				errs = append(errs, field.Invalid(p.Child("keyless", name), u, err.Error()))
 			}

@@ -146,6 +146,7 @@ func TestOCIDestinationsTakeATagAndNothingOfGits(t *testing.T) {
 		{"cosign keyless", oci(Destination{Tag: "dev", Signing: &Signing{Provider: SigningCosign, Keyless: &SigningKeyless{}}}), ""},
 		{"keyless on loopback", oci(Destination{Tag: "dev", Signing: &Signing{Keyless: &SigningKeyless{FulcioURL: "http://127.0.0.1:5555", TimestampURL: "https://tsa.example.com/api/v1/timestamp"}}}), ""},
 		{"keyless over http", oci(Destination{Tag: "dev", Signing: &Signing{Keyless: &SigningKeyless{FulcioURL: "http://fulcio.example.com"}}}), "spec.destination.signing.keyless.fulcioURL: Invalid"},
+		{"a log over http", oci(Destination{Tag: "dev", Signing: &Signing{Keyless: &SigningKeyless{RekorURL: "http://rekor.example.com"}}}), "spec.destination.signing.keyless.rekorURL: Invalid"},
 		{"a key and keyless", oci(Destination{Tag: "dev", Signing: &Signing{SecretRef: key, Keyless: &SigningKeyless{}}}), "spec.destination.signing: Required"},
 		{"cosign with neither", oci(Destination{Tag: "dev", Signing: &Signing{}}), "spec.destination.signing: Required"},
 		{"notation", oci(Destination{Tag: "dev", Signing: &Signing{Provider: SigningNotation, SecretRef: key}}), ""},

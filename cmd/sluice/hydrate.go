@@ -27,6 +27,7 @@ type hydrateFlags struct {
 	artifactKey, notationKey, notationCert string
 	keyless                                bool
 	identityToken, fulcioURL, timestampURL string
+	rekorURL                               string
 }
 
 func newHydrateCmd(s Streams, g *globalFlags) *cobra.Command {
@@ -76,6 +77,7 @@ failed (with --dry-run: something would change), 2 invalid input or error.`,
 	fl.StringVar(&f.identityToken, "identity-token", "", "the file of the OIDC identity token keyless signing presents to Fulcio (default: $SIGSTORE_ID_TOKEN, or GitHub Actions' token)")
 	fl.StringVar(&f.fulcioURL, "fulcio-url", v1alpha1.DefaultFulcioURL, "the Fulcio that certifies keyless signatures")
 	fl.StringVar(&f.timestampURL, "timestamp-url", v1alpha1.DefaultTimestampURL, "the RFC 3161 timestamp authority that timestamps keyless signatures")
+	fl.StringVar(&f.rekorURL, "rekor-url", v1alpha1.DefaultRekorURL, "the transparency log (Rekor) keyless signatures are recorded in")
 	fl.StringVar(&f.notationKey, "artifact-notation-key", "", "sign every OCI artifact pushed with Notation with this private key (PEM), its SLSA provenance attached and signed")
 	fl.StringVar(&f.notationCert, "artifact-notation-cert", "", "the certificate chain (PEM, the key's certificate first) of --artifact-notation-key")
 	f.engine.addCache(fl)
@@ -129,7 +131,7 @@ func (f *hydrateFlags) artifactSigner() (artifactsig.Signer, error) {
 				return nil, fmt.Errorf("--artifact-keyless: %w", err)
 			}
 		}
-		return artifactsig.KeylessSigner(artifactsig.Keyless{FulcioURL: f.fulcioURL, TimestampURL: f.timestampURL, Token: token}), nil
+		return artifactsig.KeylessSigner(artifactsig.Keyless{FulcioURL: f.fulcioURL, TimestampURL: f.timestampURL, RekorURL: f.rekorURL, Token: token}), nil
 	case f.notationKey != "" || f.notationCert != "":
 		if f.notationKey == "" || f.notationCert == "" {
 			return nil, errors.New("--artifact-notation-key and --artifact-notation-cert go together")

@@ -43,7 +43,7 @@ func TestHydrateSignsKeylessWithTheCIsToken(t *testing.T) {
 	write("dev", "")
 	t.Setenv("SIGSTORE_ID_TOKEN", string(token))
 	out, errs, code := run(t, "hydrate", "-f", syncs, "--cache-dir", t.TempDir(), "-o", "json",
-		"--artifact-keyless", "--fulcio-url", sig.Fulcio.URL, "--timestamp-url", sig.TSA.URL)
+		"--artifact-keyless", "--fulcio-url", sig.Fulcio.URL, "--timestamp-url", sig.TSA.URL, "--rekor-url", sig.Rekor.URL)
 	if code != 0 {
 		t.Fatalf("sluice hydrate: exit %d\n%s%s", code, out, errs)
 	}

@@ -268,7 +268,7 @@ func TestTheRealCosignVerifiesTheProvenance(t *testing.T) {
 	}
 	ref := tag.Context().Digest(res.Digest.String()).String()
 	verify := func(pub string) (string, error) {
-		return testenv.CosignVerify(t, ref, "slsaprovenance1", nil, "--key", pub)
+		return testenv.CosignVerify(t, ref, "slsaprovenance1", nil, "--key", pub, "--insecure-ignore-tlog")
 	}
 	payload, err := verify(filepath.Join(dir, "cosign.pub"))
 	if err != nil {

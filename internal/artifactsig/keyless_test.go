@@ -41,7 +41,7 @@ func TestKeylessSigningWithTheServiceAccountsToken(t *testing.T) {
 	push := func(tagName, tokenFile string) (string, error) {
 		tag, _ := name.NewTag(reg.Host+"/team/deploy:"+tagName, name.Insecure)
 		img, _ := ociartifact.Pack(map[string][]byte{"apps/web/cm.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + tagName + "}\n")}, ociartifact.Meta{})
-		signer := KeylessSigner(Keyless{FulcioURL: sig.Fulcio.URL, TimestampURL: sig.TSA.URL, Token: TokenFile(tokenFile)})
+		signer := KeylessSigner(Keyless{FulcioURL: sig.Fulcio.URL, TimestampURL: sig.TSA.URL, RekorURL: sig.Rekor.URL, Token: TokenFile(tokenFile)})
 		res, err := ociartifact.Push(ctx, tag, img, ociartifact.PushOptions{BeforeTag: func(ctx context.Context, ref name.Digest) error {
 			return signer.Sign(ctx, Target{Ref: ref}, SLSAPredicate, predicate)
 		}})

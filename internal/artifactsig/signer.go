@@ -6,10 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"path"
 	"time"
 
+	httptransport "github.com/go-openapi/runtime/client"
+	"github.com/go-openapi/strfmt"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	rekorgen "github.com/sigstore/rekor/pkg/generated/client"
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"google.golang.org/protobuf/types/known/structpb"
 	orasremote "oras.land/oras-go/v2/registry/remote"
@@ -43,8 +48,10 @@ func CosignKey(k *Key, what string) Signer { return &cosignSigner{what: what, ke
 // a timestamp of the signature from a timestamp authority (which proves
 // it was made while the short-lived certificate was valid).
 type Keyless struct {
-	// FulcioURL and TimestampURL are the Sigstore instance's.
-	FulcioURL, TimestampURL string
+	// FulcioURL, TimestampURL and RekorURL are the Sigstore instance's:
+	// the signature is logged in its transparency log (Rekor), which
+	// verifiers (cosign verify, Flux's matchOIDCIdentity) ask for.
+	FulcioURL, TimestampURL, RekorURL string
 	// Token returns an OIDC identity token of audience sigstore, read at
 	// each signature (a projected service account token is refreshed on
 	// disk, a CI's is issued per job).
@@ -112,6 +119,13 @@ func (s *cosignSigner) bundleOptions(ctx context.Context) (sign.Keypair, sign.Bu
 		CertificateProviderOptions: &sign.CertificateProviderOptions{IDToken: token},
 		TimestampAuthorities:       []*sign.TimestampAuthority{sign.NewTimestampAuthority(&sign.TimestampAuthorityOptions{URL: k.TimestampURL, Timeout: 30 * time.Second, Retries: 1, Transport: transport})},
 	}
+	if k.RekorURL != "" {
+		rc, err := rekorClient(k.RekorURL, transport)
+		if err != nil {
+			return nil, sign.BundleOptions{}, err
+		}
+		opts.TransparencyLogs = []sign.Transparency{sign.NewRekor(&sign.RekorOptions{BaseURL: k.RekorURL, Timeout: 30 * time.Second, Retries: 1, Client: rc.Entries})}
+	}
 	// The certificate is asked for once and serves the signature and the
 	// attestation: Fulcio is asked once per artifact.
 	cert, err := opts.CertificateProvider.GetCertificate(ctx, keypair, opts.CertificateProviderOptions)
@@ -120,6 +134,17 @@ func (s *cosignSigner) bundleOptions(ctx context.Context) (sign.Keypair, sign.Bu
 	}
 	opts.CertificateProvider = fixedCertificate(cert)
 	return keypair, opts, nil
+}
+
+// rekorClient is Rekor's own API client, its requests through transport
+// (a controller's egress policy).
+func rekorClient(base string, transport http.RoundTripper) (*rekorgen.Rekor, error) {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("the transparency log's URL %q is not a URL", base)
+	}
+	rt := httptransport.NewWithClient(u.Host, path.Join(u.Path, rekorgen.DefaultBasePath), []string{u.Scheme}, &http.Client{Transport: transport, Timeout: 30 * time.Second})
+	return rekorgen.New(rt, strfmt.Default), nil
 }
 
 // fixedCertificate hands out a certificate already issued.

@@ -144,10 +144,10 @@ func TestTheControllerPushesSignedOCIArtifacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref, pub, env := e.reg.Host+"/team/deploy@"+desc.Digest.String(), filepath.Join(keys, "cosign.pub"), []string{"DOCKER_CONFIG=" + docker}
-	if _, err := testenv.CosignVerify(t, ref, "", env, "--key", pub); err != nil {
+	if _, err := testenv.CosignVerify(t, ref, "", env, "--key", pub, "--insecure-ignore-tlog"); err != nil {
 		t.Error(err)
 	}
-	payload, err := testenv.CosignVerify(t, ref, "slsaprovenance1", env, "--key", pub)
+	payload, err := testenv.CosignVerify(t, ref, "slsaprovenance1", env, "--key", pub, "--insecure-ignore-tlog")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestTheControllerSignsKeylessAsItsServiceAccount(t *testing.T) {
 	sig := testenv.StartClusterSigstore(t, cp)
 	token := sig.Token(t, e.ns, "sluice-controller", "sigstore")
 	e.start(func(o *Options) { o.IdentityTokenFile = token })
-	keyless := strings.NewReplacer("FULCIO", sig.Fulcio.URL, "TSA", sig.TSA.URL).Replace(`apiVersion: sluice.dev/v1alpha1
+	keyless := strings.NewReplacer("FULCIO", sig.Fulcio.URL, "TSA", sig.TSA.URL, "REKOR", sig.Rekor.URL).Replace(`apiVersion: sluice.dev/v1alpha1
 kind: ManifestSync
 metadata: {name: NAME}
 spec:
@@ -197,7 +197,7 @@ spec:
     repo: oci://REG/team/deploy
     tag: dev
     path: apps/NAME
-    signing: {keyless: {fulcioURL: FULCIO, timestampURL: TSA}}
+    signing: {keyless: {fulcioURL: FULCIO, timestampURL: TSA, rekorURL: REKOR}}
   interval: 1h
   prune: true
 `)

@@ -198,7 +198,8 @@ func (s *Secrets) ArtifactSigner(ctx context.Context, namespace string, sg *v1al
 		}
 		return artifactsig.KeylessSigner(artifactsig.Keyless{
 			FulcioURL: cmp.Or(k.FulcioURL, v1alpha1.DefaultFulcioURL), TimestampURL: cmp.Or(k.TimestampURL, v1alpha1.DefaultTimestampURL),
-			Token: s.IdentityToken, Transport: s.Transport,
+			RekorURL: cmp.Or(k.RekorURL, v1alpha1.DefaultRekorURL),
+			Token:    s.IdentityToken, Transport: s.Transport,
 		}), nil
 	}
 	sec, err := s.Get(ctx, namespace, sg.SecretRef)

@@ -185,10 +185,10 @@ func TestAnOCIArtifactIsSignedWithItsProvenance(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	ref, pub := f.reg.Host+"/team/deploy@"+r.Commit, filepath.Join(dir, "cosign.pub")
-	if _, err := testenv.CosignVerify(t, ref, "", nil, "--key", pub); err != nil {
+	if _, err := testenv.CosignVerify(t, ref, "", nil, "--key", pub, "--insecure-ignore-tlog"); err != nil {
 		t.Error(err)
 	}
-	payload, err := testenv.CosignVerify(t, ref, "slsaprovenance1", nil, "--key", pub)
+	payload, err := testenv.CosignVerify(t, ref, "slsaprovenance1", nil, "--key", pub, "--insecure-ignore-tlog")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,8 +71,9 @@ func CosignPublicKey(t TB, key *ecdsa.PrivateKey) []byte {
 }
 
 // CosignVerify runs the real `cosign verify` (or, with a predicate type,
-// `verify-attestation --type TYPE`) of ref over a registry on loopback,
-// the tlog ignored (Sluice's signatures have no Rekor entry), with env
+// `verify-attestation --type TYPE`) of ref over a registry on loopback
+// (a key's signature has no transparency log entry: args say
+// --insecure-ignore-tlog), with env
 // added to the command's environment; it returns the statement's
 // payload a verified attestation holds, and the command's error and
 // output when it refused.
@@ -82,7 +83,7 @@ func CosignVerify(t TB, ref, predicateType string, env []string, args ...string)
 	if predicateType != "" {
 		cmdArgs = []string{"verify-attestation", "--type", predicateType}
 	}
-	cmdArgs = append(append(cmdArgs, args...), "--insecure-ignore-tlog", "--allow-http-registry", "--allow-insecure-registry", ref)
+	cmdArgs = append(append(cmdArgs, args...), "--allow-http-registry", "--allow-insecure-registry", ref)
 	cmd := exec.Command(CosignBinary(t), cmdArgs...)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer

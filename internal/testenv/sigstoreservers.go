@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -86,9 +87,9 @@ func StartTimestampAuthority(t TB) *TimestampAuthority {
 }
 
 // SigstoreTrustedRoot is the trusted_root.json of a Sigstore deployment
-// of f and tsa (no transparency log), as `cosign verify --trusted-root`
-// and sigstore-go read it.
-func SigstoreTrustedRoot(t TB, f *Fulcio, tsa *TimestampAuthority) []byte {
+// of f, tsa and rekor, as `cosign verify --trusted-root` and sigstore-go
+// read it.
+func SigstoreTrustedRoot(t TB, f *Fulcio, tsa *TimestampAuthority, rekor *Rekor) []byte {
 	t.Helper()
 	authority := func(uri string, pemChain []byte) *prototrustroot.CertificateAuthority {
 		chain := &protocommon.X509CertificateChain{}
@@ -113,6 +114,19 @@ func SigstoreTrustedRoot(t TB, f *Fulcio, tsa *TimestampAuthority) []byte {
 		MediaType:              "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
 		CertificateAuthorities: []*prototrustroot.CertificateAuthority{authority(f.URL, f.Chain)},
 		TimestampAuthorities:   []*prototrustroot.CertificateAuthority{authority(tsa.URL, tsa.Chain)},
+	}
+	if rekor != nil {
+		block, _ := pem.Decode(rekor.PublicKey)
+		if block == nil {
+			t.Fatalf("Rekor's public key is not PEM")
+		}
+		id := sha256.Sum256(block.Bytes)
+		tr.Tlogs = []*prototrustroot.TransparencyLogInstance{{
+			BaseUrl: rekor.URL, HashAlgorithm: protocommon.HashAlgorithm_SHA2_256,
+			PublicKey: &protocommon.PublicKey{RawBytes: block.Bytes, KeyDetails: protocommon.PublicKeyDetails_PKIX_ECDSA_P256_SHA_256,
+				ValidFor: &protocommon.TimeRange{Start: timestamppb.New(time.Now().Add(-time.Hour))}},
+			LogId: &protocommon.LogId{KeyId: id[:]},
+		}}
 	}
 	b, err := protojson.Marshal(tr)
 	if err != nil {
@@ -207,6 +221,7 @@ func tempDir(t TB, prefix string) string {
 type ClusterSigstore struct {
 	Fulcio *Fulcio
 	TSA    *TimestampAuthority
+	Rekor  *Rekor
 	// Issuer is the cluster's OIDC issuer, as certificates name it.
 	Issuer string
 	// TrustedRoot is the file of the deployment's trusted_root.json.
@@ -235,8 +250,9 @@ func StartClusterSigstore(t TB, cp *ControlPlane) *ClusterSigstore {
 	s := &ClusterSigstore{Issuer: strings.TrimSuffix(cp.Config.Host, "/") + "/", kc: kc}
 	s.Fulcio = StartFulcio(t, s.Issuer, "kubernetes", "sigstore", cp.Config.CAData)
 	s.TSA = StartTimestampAuthority(t)
+	s.Rekor = StartRekor(t)
 	s.TrustedRoot = filepath.Join(t.TempDir(), "trusted_root.json")
-	write(t, s.TrustedRoot, SigstoreTrustedRoot(t, s.Fulcio, s.TSA))
+	write(t, s.TrustedRoot, SigstoreTrustedRoot(t, s.Fulcio, s.TSA, s.Rekor))
 	return s
 }
 
@@ -269,7 +285,67 @@ func (s *ClusterSigstore) Identity(namespace, name string) string {
 }
 
 // VerifyArgs are cosign verify's flags for a signature of identity made
-// through s (its trusted root, issuer and signed timestamps; no SCT).
+// through s: its trusted root (the transparency log's key in it) and
+// issuer; no SCT (the Fulcio has no certificate log).
 func (s *ClusterSigstore) VerifyArgs(identity string) []string {
-	return []string{"--trusted-root", s.TrustedRoot, "--certificate-oidc-issuer", s.Issuer, "--certificate-identity", identity, "--use-signed-timestamps", "--insecure-ignore-sct"}
+	return []string{"--trusted-root", s.TrustedRoot, "--certificate-oidc-issuer", s.Issuer, "--certificate-identity", identity, "--insecure-ignore-sct"}
+}
+
+// Rekor is Sigstore's real transparency log (rekor-server, `make tools`
+// builds it: hack/rekor) on loopback, over the real Trillian (hack/trillian)
+// and a MariaDB server of its own (Debian's, hack/mariadb), its signing
+// key in memory.
+type Rekor struct {
+	// URL is its API's.
+	URL string
+	// PublicKey is its log's key (PEM), as /api/v1/log/publicKey serves it.
+	PublicKey []byte
+}
+
+// StartRekor starts a database, Trillian's log server and signer, and
+// Rekor (which makes its tree); they stop when the test ends.
+func StartRekor(t TB) *Rekor {
+	t.Helper()
+	dir := tempDir(t, "rekor-")
+	mariadbd, err := exec.LookPath("mariadbd")
+	if err != nil {
+		t.Fatalf("mariadbd is not installed: run `make tools` (or hack/mariadb/install.sh) first; `make test` does")
+	}
+	trillian := filepath.Dir(versionedToolIn(t, "trillian", "trillian_log_server"))
+	if out, err := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+filepath.Join(dir, "data"), "--user=root", "--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	sock := filepath.Join(dir, "sock")
+	startServer(t, exec.Command(mariadbd, "--no-defaults", "--datadir="+filepath.Join(dir, "data"), "--socket="+sock, "--skip-networking",
+		"--user=root", "--skip-grant-tables", "--skip-log-bin", "--innodb-buffer-pool-size=32M"), filepath.Join(dir, "mariadb.log"))
+	schema, err := os.ReadFile(filepath.Join(trillian, "storage.sql"))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	var last []byte
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		cmd := exec.Command("mariadb", "--no-defaults", "-S", sock, "-e", "CREATE DATABASE trillian; USE trillian; "+string(schema))
+		if last, err = cmd.CombinedOutput(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "mariadb.log"))
+			t.Fatalf("the database never served: %v\n%s\n%s", err, last, log)
+		}
+	}
+	uri := "root@unix(" + sock + ")/trillian"
+	rpc, health := freePort(t), freePort(t)
+	startServer(t, exec.Command(filepath.Join(trillian, "trillian_log_server"), "--storage_system=mysql", "--mysql_uri="+uri, "--quota_system=noop",
+		"--rpc_endpoint=127.0.0.1:"+rpc, "--http_endpoint=127.0.0.1:"+health), filepath.Join(dir, "log-server.log"))
+	// Rekor makes its tree at start: the log server must serve first.
+	waitGet(t, "http://127.0.0.1:"+health+"/healthz", filepath.Join(dir, "log-server.log"))
+	startServer(t, exec.Command(filepath.Join(trillian, "trillian_log_signer"), "--storage_system=mysql", "--mysql_uri="+uri, "--quota_system=noop",
+		"--force_master", "--sequencer_interval=100ms", "--batch_size=100", "--rpc_endpoint=127.0.0.1:"+freePort(t), "--http_endpoint=127.0.0.1:"+freePort(t)), filepath.Join(dir, "log-signer.log"))
+	port := freePort(t)
+	startServer(t, exec.Command(versionedToolIn(t, "rekor", "rekor-server"), "serve", "--trillian_log_server.address=127.0.0.1", "--trillian_log_server.port="+rpc,
+		"--rekor_server.address=127.0.0.1", "--port="+port, "--enable_retrieve_api=false", "--rekor_server.signer=memory", "--enable_attestation_storage=false", "--log_type=dev"),
+		filepath.Join(dir, "rekor.log"))
+	r := &Rekor{URL: "http://127.0.0.1:" + port}
+	r.PublicKey = waitGet(t, r.URL+"/api/v1/log/publicKey", filepath.Join(dir, "rekor.log"))
+	return r
 }

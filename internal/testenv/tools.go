@@ -102,6 +102,13 @@ func ImageBinary(t TB) string {
 // being what hack/NAME/VERSION says (a tool go.mod does not require).
 func versionedTool(t TB, name string) string {
 	t.Helper()
+	return versionedToolIn(t, name, name)
+}
+
+// versionedToolIn finds bin/NAME/VERSION/BINARY: a tool of several
+// binaries.
+func versionedToolIn(t TB, name, binary string) string {
+	t.Helper()
 	root, err := SourceRoot()
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -110,9 +117,9 @@ func versionedTool(t TB, name string) string {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	p := filepath.Join(root, "bin", name, strings.TrimSpace(string(v)), name)
+	p := filepath.Join(root, "bin", name, strings.TrimSpace(string(v)), binary)
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s is not built: run `make tools` (or hack/%s/build.sh) first; `make test` does", name, name)
+		t.Fatalf("%s is not built: run `make tools` (or hack/%s/build.sh) first; `make test` does", binary, name)
 	}
 	return p
 }
