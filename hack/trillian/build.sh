@@ -10,6 +10,8 @@ v=$(cat "$here/VERSION")
 "$here/../goinstall.sh" trillian "$v" github.com/google/trillian/cmd/trillian_log_signer trillian_log_signer >/dev/null
 out=$(cd "$here/../.." && pwd)/bin/trillian/$v
 # Trillian's MySQL schema, which the tests load into a fresh database.
-cp "$(cd "$out" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "github.com/google/trillian@$v")/storage/mysql/schema/storage.sql" "$out/storage.sql" 2>/dev/null ||
-  cp "$(go env GOMODCACHE)/github.com/google/trillian@$v/storage/mysql/schema/storage.sql" "$out/storage.sql"
+if [ ! -f "$out/storage.sql" ]; then
+  dir=$(cd "$out" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "github.com/google/trillian@$v")
+  install -m 0644 "$dir/storage/mysql/schema/storage.sql" "$out/storage.sql"
+fi
 echo "$out"
