@@ -261,7 +261,11 @@ func (r *runner) pushArtifact(ctx context.Context, a *artifact, plans []*plan, i
 	if err != nil {
 		return ociartifact.PushResult{}, err
 	}
-	return r.pushStaged(ctx, a, artifactMeta(plans, indexes), signer, r.provenanceOf(plans, indexes))
+	var prov artifactsig.Provenance
+	if signer != nil { // attested only when signed
+		prov = r.provenanceOf(plans, indexes)
+	}
+	return r.pushStaged(ctx, a, artifactMeta(plans, indexes), signer, prov)
 }
 
 // pushStaged packs what a's directory holds and pushes it: by digest,
@@ -273,13 +277,6 @@ func (r *runner) pushStaged(ctx context.Context, a *artifact, meta ociartifact.M
 	packed, err := ociartifact.Pack(files, meta)
 	if err != nil {
 		return ociartifact.PushResult{}, err
-	}
-	if c := r.o.Artifacts; c != nil {
-		defer func() {
-			if d, err := packed.Digest(); err == nil {
-				c.put(a.tag.Context().Name(), d.String(), files) // what the tag names now, if the push lands
-			}
-		}()
 	}
 	o := ociartifact.PushOptions{Remote: a.reg.PushOptions(ctx)}
 	if t, err := immutableTag(a.tag.TagStr(), packed, meta); err == nil {
@@ -300,7 +297,11 @@ func (r *runner) pushStaged(ctx context.Context, a *artifact, meta ociartifact.M
 		}
 		return nil
 	}
-	return ociartifact.Push(ctx, a.tag, packed, o)
+	res, err := ociartifact.Push(ctx, a.tag, packed, o)
+	if c := r.o.Artifacts; c != nil && err == nil {
+		c.put(a.tag.Context().Name(), res.Digest.String(), files) // what the tag names now
+	}
+	return res, err
 }
 
 // signer is what signs the artifact of the syncs of indexes: every one
