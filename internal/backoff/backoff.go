@@ -169,11 +169,3 @@ func ParseRetryAfter(v string, now time.Time) time.Duration {
 	}
 	return min(max(d, 0), time.Hour)
 }
-
-// Retry ends the backoff now: the remote is known to be back (a push
-// webhook came from it), and the next caller asks it.
-func (f *Failures) Retry() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.next = time.Time{}
-}

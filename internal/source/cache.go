@@ -271,41 +271,6 @@ func (c *Cache) forget(key string, call *openCall) error {
 	return os.RemoveAll(r.root)
 }
 
-// Invalidate makes the next Open of a repository fetch it, whatever its
-// age: a webhook said it moved.
-func (c *Cache) Invalidate(rawURL string) {
-	loc, err := ParseLocation(rawURL, "/")
-	if err != nil {
-		return
-	}
-	key := loc.Key()
-	c.mu.Lock()
-	// A push said so: the server is up, whatever backoff runs.
-	for k, f := range c.failing {
-		if k == key || strings.HasPrefix(k, key+"\x00") {
-			f.Retry()
-		}
-	}
-	var repos []*Repo
-	for k, call := range c.repos {
-		if k == key || strings.HasPrefix(k, key+"\x00") {
-			select {
-			case <-call.done:
-				if call.repo != nil {
-					repos = append(repos, call.repo)
-				}
-			default:
-			}
-		}
-	}
-	c.mu.Unlock()
-	for _, r := range repos {
-		r.mu.Lock()
-		r.fetched = time.Time{}
-		r.mu.Unlock()
-	}
-}
-
 func openLocal(loc Location, create bool) (*Repo, error) {
 	if create {
 		g, err := git.PlainOpen(loc.Path)

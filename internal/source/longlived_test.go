@@ -262,3 +262,44 @@ func TestADamagedCloneIsClonedAgain(t *testing.T) {
 		t.Fatalf("a deleted clone was not cloned again: %v", err)
 	}
 }
+
+// A fetch that ends because its caller gave up (a reconcile's deadline,
+// a leader stepping down) says nothing of the remote: the next caller
+// asks it at once rather than waiting out a backoff, for every sync of
+// the repository.
+func TestACallerGivingUpStartsNoBackoff(t *testing.T) {
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	w.Write(map[string]string{"a": "1\n"}).Commit("one")
+	w.Push("main")
+	var mu sync.Mutex
+	ops := 0
+	cache := NewCache(t.TempDir(), WithObserver(func(string) { mu.Lock(); ops++; mu.Unlock() }))
+	asked := func() int { mu.Lock(); defer mu.Unlock(); n := ops; ops = 0; return n }
+	loc := mustLoc(t, url)
+	every := ContextWithMaxAge(context.Background(), time.Nanosecond)
+
+	// The first open (a clone) and a later refresh, each given up on.
+	for _, step := range []string{"clone", "refresh"} {
+		srv.Delay(func(*http.Request) time.Duration { return 3 * time.Second })
+		ctx, cancel := context.WithTimeout(every, 200*time.Millisecond)
+		_, err := cache.Open(ctx, loc, OpenOptions{})
+		cancel()
+		srv.Delay(nil)
+		if err == nil {
+			t.Fatalf("%s: a fetch held past its caller's deadline succeeded", step)
+		}
+		var re *backoff.RetryError
+		if errors.As(err, &re) {
+			t.Fatalf("%s: the caller's own deadline started a backoff: %v", step, err)
+		}
+		asked()
+		if _, err := cache.Open(every, loc, OpenOptions{}); err != nil {
+			t.Fatalf("%s: the next caller, with the remote healthy, was answered %v", step, err)
+		}
+		if n := asked(); n == 0 {
+			t.Fatalf("%s: the next caller did not ask the remote", step)
+		}
+	}
+}
