@@ -128,50 +128,111 @@ func TestAVerifierNeedsAKey(t *testing.T) {
 }
 
 // An allowed signer's options are held to git's own check: for each
-// line, `git verify-commit` (ssh-keygen -Y verify, at the commit's time)
-// and Sluice accept or refuse the same commit, signed by git at
-// 2026-06-01 12:00 UTC.
+// line, `git verify-commit` / `git verify-tag` (ssh-keygen -Y verify, at
+// the committer's or tagger's time) and Sluice accept or refuse the same
+// object, signed by git at 2026-06-01 12:00 UTC. The other dates the
+// objects carry are a year and a half earlier (the commit's author; the
+// tagged commit's committer), so that reading the wrong date refuses
+// what git accepts.
 func TestAllowedSignersOptionsAsGitVerifyCommitReadsThem(t *testing.T) {
 	keyFile, _, key := sshKeyFile(t)
-	env := []string{"GIT_COMMITTER_DATE=2026-06-01T12:00:00Z", "GIT_AUTHOR_DATE=2026-06-01T12:00:00Z", "TZ=UTC"}
-	payload, sig, dir := gitSignedIn(t, env, "gpg.format=ssh", "user.signingkey="+keyFile)
-	for _, tc := range []struct {
-		name, lines string
-		ok          bool
+	const earlier, signed = "2025-01-15T12:00:00Z", "2026-06-01T12:00:00Z"
+	commitEnv := []string{"GIT_COMMITTER_DATE=" + signed, "GIT_AUTHOR_DATE=" + earlier, "TZ=UTC"}
+	commitPayload, commitSig, commitDir := gitSignedIn(t, commitEnv, "gpg.format=ssh", "user.signingkey="+keyFile)
+	tagPayload, tagSig, tagDir := gitSignedTag(t, keyFile, earlier, signed)
+	for _, object := range []struct {
+		verify, dir  string
+		payload, sig []byte
 	}{
-		{"no options", "dev@example.com " + key, true},
-		{"namespaces git", `dev@example.com namespaces="git" ` + key, true},
-		{"namespaces file only", `dev@example.com namespaces="file" ` + key, false},
-		{"namespaces patterns", `dev@example.com namespaces="fi*,g?t" ` + key, true},
-		{"valid after the commit", `dev@example.com valid-after="20260602" ` + key, false},
-		{"valid before the commit", `dev@example.com valid-before="20260531" ` + key, false},
-		{"valid around the commit", `dev@example.com valid-after="20260101",valid-before="20261231" ` + key, true},
-		{"valid until an hour before, UTC", `dev@example.com valid-before="202606011100Z" ` + key, false},
-		{"valid from an hour before, UTC", `dev@example.com valid-after="202606011100Z" ` + key, true},
-		{"a cert-authority", `dev@example.com cert-authority ` + key, false},
-		{"a refusing line and an allowing one", `dev@example.com namespaces="file" ` + key + "\n" + `dev@example.com namespaces="git" ` + key, true},
+		{"verify-commit", commitDir, commitPayload, []byte(commitSig)},
+		{"verify-tag", tagDir, tagPayload, tagSig},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), "allowed_signers")
-			os.WriteFile(file, []byte(tc.lines+"\n"), 0o644)
-			cmd := exec.Command("git", "-c", "gpg.ssh.allowedSignersFile="+file, "verify-commit", "HEAD")
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), append(env, "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)...)
-			out, gitErr := cmd.CombinedOutput()
-			if (gitErr == nil) != tc.ok {
-				t.Fatalf("git verify-commit: %v, want ok %v\n%s", gitErr, tc.ok, out)
-			}
-			v, err := ParseVerifier(map[string][]byte{"allowed_signers": []byte(tc.lines)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			who, err := v.Verify(payload, sig)
-			if (err == nil) != tc.ok {
-				t.Errorf("Sluice: %q, %v; git: %v\n%s", who, err, gitErr, out)
-			}
-			t.Logf("git: %s; Sluice: %v", strings.TrimSpace(string(out)), err)
-		})
+		for _, tc := range []struct {
+			name, lines string
+			ok          bool
+		}{
+			{"no options", "dev@example.com " + key, true},
+			{"namespaces git", `dev@example.com namespaces="git" ` + key, true},
+			{"namespaces file only", `dev@example.com namespaces="file" ` + key, false},
+			{"namespaces patterns", `dev@example.com namespaces="fi*,g?t" ` + key, true},
+			{"valid after the signature", `dev@example.com valid-after="20260602" ` + key, false},
+			{"valid before the signature", `dev@example.com valid-before="20260531" ` + key, false},
+			{"valid around the signature", `dev@example.com valid-after="20260101",valid-before="20261231" ` + key, true},
+			{"valid until an hour before, UTC", `dev@example.com valid-before="202606011100Z" ` + key, false},
+			{"valid from an hour before, UTC", `dev@example.com valid-after="202606011100Z" ` + key, true},
+			{"valid only around the earlier date", `dev@example.com valid-after="20250101",valid-before="20250201" ` + key, false},
+			{"a cert-authority", `dev@example.com cert-authority ` + key, false},
+			{"a refusing line and an allowing one", `dev@example.com namespaces="file" ` + key + "\n" + `dev@example.com namespaces="git" ` + key, true},
+		} {
+			t.Run(object.verify+"/"+tc.name, func(t *testing.T) {
+				file := filepath.Join(t.TempDir(), "allowed_signers")
+				os.WriteFile(file, []byte(tc.lines+"\n"), 0o644)
+				target := "HEAD"
+				if object.verify == "verify-tag" {
+					target = "v1"
+				}
+				cmd := exec.Command("git", "-c", "gpg.ssh.allowedSignersFile="+file, object.verify, target)
+				cmd.Dir = object.dir
+				cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+object.dir, "TZ=UTC")
+				out, gitErr := cmd.CombinedOutput()
+				if (gitErr == nil) != tc.ok {
+					t.Fatalf("git %s: %v, want ok %v\n%s", object.verify, gitErr, tc.ok, out)
+				}
+				v, err := ParseVerifier(map[string][]byte{"allowed_signers": []byte(tc.lines)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				who, err := v.Verify(object.payload, string(object.sig))
+				if (err == nil) != tc.ok {
+					t.Errorf("Sluice: %q, %v; git: %v\n%s", who, err, gitErr, out)
+				}
+				t.Logf("git: %s; Sluice: %v", strings.TrimSpace(string(out)), err)
+			})
+		}
 	}
+}
+
+// gitSignedTag makes a commit at the date earlier and a tag v1 of it
+// signed by git (`git tag -s`, SSH) at the date signed, and returns what a
+// check reads of the tag.
+func gitSignedTag(t *testing.T, keyFile, earlier, signed string) (payload, signature []byte, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	run := func(date string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "gpg.format=ssh", "-c", "user.signingkey=" + keyFile}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "TZ=UTC",
+			"GIT_AUTHOR_NAME=Dev", "GIT_AUTHOR_EMAIL=dev@example.com", "GIT_COMMITTER_NAME=Dev", "GIT_COMMITTER_EMAIL=dev@example.com",
+			"GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run(earlier, "init", "-q")
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("a: 1\n"), 0o644)
+	run(earlier, "add", ".")
+	run(earlier, "commit", "-q", "-m", "tagged later")
+	run(signed, "tag", "-s", "v1", "-m", "v1")
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := repo.Tag("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := repo.TagObject(ref.Hash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &plumbing.MemoryObject{}
+	if err := tag.EncodeWithoutSignature(obj); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := obj.Reader()
+	payload, _ = io.ReadAll(r)
+	return payload, []byte(tag.PGPSignature), dir
 }
 
 // A signature for another namespace than git's (a file signature of the
