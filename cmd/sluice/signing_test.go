@@ -183,13 +183,17 @@ func TestHydrateVerifiesKeylessImageSignatures(t *testing.T) {
 // `sluice hydrate --notation-trust-policy --notation-cert` pins the
 // images whose rule has verify.provider notation only when a signature
 // the Notation CLI made verifies under that policy; without the flags it
-// says what to give.
+// says what to give. Under audit and permissive, where notation-go only
+// logs a signer no trust store holds, a signature by one pins nothing.
 func TestHydrateVerifiesNotationImageSignatures(t *testing.T) {
 	reg, digest, srv, syncs := signedImageSync(t, "{provider: notation, secretRef: {name: notation}}")
-	cli := testenv.NewNotationCLI(t, "sluice.test")
+	cli := testenv.NewNotationCLI(t, "sluice.test", "mallory.test")
 	files := t.TempDir()
 	policy, cert := filepath.Join(files, "trustpolicy.json"), filepath.Join(files, "team.crt")
-	os.WriteFile(policy, []byte(`{"version":"1.0","trustPolicies":[{"name":"all","registryScopes":["*"],"signatureVerification":{"level":"strict"},"trustStores":["ca:team"],"trustedIdentities":["*"]}]}`), 0o644)
+	writePolicy := func(level string) {
+		os.WriteFile(policy, []byte(`{"version":"1.0","trustPolicies":[{"name":"all","registryScopes":["*"],"signatureVerification":{"level":"`+level+`"},"trustStores":["ca:team"],"trustedIdentities":["*"]}]}`), 0o644)
+	}
+	writePolicy("strict")
 	os.WriteFile(cert, cli.Certificate(t, "sluice.test"), 0o644)
 	cache := t.TempDir()
 
@@ -200,9 +204,16 @@ func TestHydrateVerifiesNotationImageSignatures(t *testing.T) {
 	if _, stderr, code := run(t, flags...); code == 0 || !strings.Contains(stderr, "is not pinned: no Notation signature") {
 		t.Fatalf("an unsigned image: exit %d\n%s", code, stderr)
 	}
+	cli.Sign(t, reg, "team/web", digest, "--key", "mallory.test")
+	for _, level := range []string{"audit", "permissive"} {
+		writePolicy(level)
+		if _, stderr, code := run(t, flags...); code == 0 || !strings.Contains(stderr, "does not contain any trusted certificate") {
+			t.Fatalf("%s: signed by a certificate no trust store holds: exit %d\n%s", level, code, stderr)
+		}
+	}
 	cli.Sign(t, reg, "team/web", digest)
 	if out, stderr, code := run(t, append(flags, "-o", "json")...); code != 0 || !strings.Contains(out, `"committed"`) {
-		t.Fatalf("a signed image: exit %d\n%s\n%s", code, out, stderr)
+		t.Fatalf("a signed image, under permissive: exit %d\n%s\n%s", code, out, stderr)
 	}
 	clone := t.TempDir()
 	testenv.Git(t, clone, "clone", "-q", "--branch", "env/dev", srv.URL("deploy"), ".")

@@ -181,26 +181,45 @@ func TestAnImageIsPinnedOnlyWhenAKeylessSignatureOfTheTrustedIdentityVerifies(t 
 
 // images[].verify with provider notation: a digest is pinned only when a
 // signature the real Notation CLI made verifies under the trust policy
-// and certificates of a Secret (as Flux's OCIRepository reads them).
+// and certificates of a Secret (as Flux's OCIRepository reads them). The
+// policy's level is audit, then permissive, where notation-go itself only
+// logs a signer no trust store holds: a signature by one pins nothing
+// under either, and the trusted signature added beside it pins.
 func TestAnImageIsPinnedOnlyWhenItsNotationSignatureVerifies(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start()
-	cli := testenv.NewNotationCLI(t, "sluice.test")
-	policy := `{"version":"1.0","trustPolicies":[{"name":"app","registryScopes":["` + e.reg.Host + `/team/app"],"signatureVerification":{"level":"strict"},"trustStores":["ca:team"],"trustedIdentities":["*"]}]}`
-	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "notation", Namespace: e.ns},
-		Data: map[string][]byte{"trustpolicy.json": []byte(policy), "team.crt": cli.Certificate(t, "sluice.test")}}); err != nil {
+	ctx := context.Background()
+	cli := testenv.NewNotationCLI(t, "sluice.test", "mallory.test")
+	policy := func(level string) []byte {
+		return []byte(`{"version":"1.0","trustPolicies":[{"name":"app","registryScopes":["` + e.reg.Host + `/team/app"],"signatureVerification":{"level":"` + level + `"},"trustStores":["ca:team"],"trustedIdentities":["*"]}]}`)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "notation", Namespace: e.ns},
+		Data: map[string][]byte{"trustpolicy.json": policy("audit"), "team.crt": cli.Certificate(t, "sluice.test")}}
+	if err := e.c.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
 	sync := e.apply(strings.Replace(webSync, "images: [{name: REG/team/app}]", "images: [{name: REG/team/app, verify: {provider: notation, secretRef: {name: notation}}}]", 1))
 	ms := e.ready("web", metav1.ConditionFalse, 30*time.Second)
-	digest, err := registry.New().Digest(context.Background(), e.reg.Host+"/team/app:v1")
+	digest, err := registry.New().Digest(ctx, e.reg.Host+"/team/app:v1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady)
 	if !strings.Contains(c.Message, "is not pinned: no Notation signature") || !strings.Contains(c.Message, digest) || e.tip("env/dev") != "" {
 		t.Fatalf("an unsigned image: %s (destination %q)", c.Message, e.tip("env/dev"))
+	}
+	cli.Sign(t, e.reg, "team/app", digest, "--key", "mallory.test")
+	for _, level := range []string{"audit", "permissive"} {
+		secret.Data["trustpolicy.json"] = policy(level)
+		if err := e.c.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		e.requestReconcile(sync, time.Now().Format(time.RFC3339Nano))
+		ms = e.ready("web", metav1.ConditionFalse, 30*time.Second)
+		if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "does not contain any trusted certificate") || e.tip("env/dev") != "" {
+			t.Fatalf("%s: signed by a certificate no trust store holds: %s (destination %q)", level, c.Message, e.tip("env/dev"))
+		}
 	}
 	cli.Sign(t, e.reg, "team/app", digest)
 	e.requestReconcile(sync, time.Now().Format(time.RFC3339Nano))

@@ -62,6 +62,24 @@ func TestImagesSignedByTheRealNotationCLI(t *testing.T) {
 		{"outside the policy's registry scopes", signed, parse(policy(reg.Host+"/team/other", "strict", "*")), "has no applicable trust policy statement"},
 		{"a policy that skips verification", signed, parse([]byte(`{"version":"1.0","trustPolicies":[{"name":"all","registryScopes":["*"],"signatureVerification":{"level":"skip"}}]}`)), "skips verification"},
 	}
+	// Under audit and permissive, notation-go only logs a signer no
+	// trust store holds, and calls the signature verified: Sluice refuses
+	// it whatever the level, and still pins an image that carries a
+	// trusted signature beside the untrusted one.
+	mallory := sign("mallory-only", "--key", "mallory.test")
+	both := sign("both", "--key", "mallory.test")
+	cli.Sign(t, reg, "team/web", both)
+	for _, level := range []string{"audit", "permissive"} {
+		n := parse(policy(reg.Host+"/team/web", level, "*"))
+		cases = append(cases, struct {
+			name, digest string
+			n            *Notation
+			want         string
+		}{"signed by a certificate no trust store holds, " + level, mallory, n, "does not contain any trusted certificate"})
+		if by, err := verify(both, n); err != nil || !strings.Contains(by, "CN=sluice.test") {
+			t.Errorf("%s: an untrusted and a trusted signature: %q, %v; want the trusted one's signer", level, by, err)
+		}
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if by, err := verify(tc.digest, tc.n); err == nil || !strings.Contains(err.Error(), tc.want) {
