@@ -21,6 +21,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
+
+	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/cluster"
 )
 
@@ -161,6 +165,70 @@ func TestKilledMidPush(t *testing.T) {
 		if !strings.Contains(e.dst("show", "env/dev:apps/web/configmap-web.yaml"), "round: '"+string(rune('0'+round))+"'") {
 			t.Fatalf("round %d: the destination does not hold the change:\n%s", round, e.dst("show", "env/dev:apps/web/configmap-web.yaml"))
 		}
+	}
+}
+
+// A leader whose Lease another replica has taken (as one does once this
+// one missed its renewals: a partition from the API server, a long
+// pause) goes on working until its own renew deadline runs out. A change
+// it hydrates meanwhile is a fast-forward nobody else has made, which the
+// git server takes: only the check before each push, that the Lease as
+// the API server holds it is still this replica's, keeps it from landing.
+// Then the replica stops, leaving the Lease to its holder.
+func TestALeaderWhoseLeaseWasTakenPushesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	id := "sluice-" + e.shard
+	// A 30 s Lease: a 20 s renew deadline, renewals every 4 s.
+	stale := e.startChild(t.TempDir(), func(o *childOptions) { o.LeaderNamespace, o.LeaderID, o.Lease = e.ns, id, 30*time.Second })
+	e.apply(webSync)
+	e.ready("web", metav1.ConditionTrue, 60*time.Second)
+	tip := e.tip("env/dev")
+
+	lease := &coordinationv1.Lease{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: id}, lease); err != nil || lease.Spec.HolderIdentity == nil {
+		t.Fatalf("no Lease held: %v", err)
+	}
+	const other = "another-replica_1"
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.HolderIdentity, lease.Spec.AcquireTime, lease.Spec.RenewTime = ptr.To(other), &now, &now
+	lease.Spec.LeaseDurationSeconds = ptr.To(int32(60))
+	lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+	if err := e.c.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	taken := time.Now()
+
+	e.app.Write(map[string]string{"deploy/web/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {v: 'stale'}\n"}).Commit("a change")
+	e.app.Push("main")
+	e.requestReconcile(e.sync("web"), "after the Lease was taken")
+	ms := e.ready("web", metav1.ConditionFalse, 15*time.Second)
+	if c := meta.FindStatusCondition(ms.Status.Conditions, v1alpha1.ConditionReady); !strings.Contains(c.Message, "no longer leads: Lease "+e.ns+"/"+id+" is held by "+other) {
+		t.Errorf("the refused push says: %s", c.Message)
+	}
+	if d := time.Since(taken); d > 20*time.Second {
+		t.Fatalf("the reconcile came %s after the Lease was taken, past the replica's renew deadline: the check was not what stopped it", d)
+	}
+	if got := e.tip("env/dev"); got != tip {
+		t.Fatalf("a replica that no longer leads pushed:\n%s", e.dst("log", "--format=%h %s", tip+".."+got))
+	}
+
+	exited := make(chan error, 1)
+	go func() { exited <- stale.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Error("the replica exited cleanly; want an exit saying it lost the Lease")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the replica still runs a minute after its Lease was taken")
+	}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: id}, lease); err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != other {
+		t.Errorf("the Lease after the replica stopped: holder %q (%v), want %s", ptr.Deref(lease.Spec.HolderIdentity, ""), err, other)
+	}
+	if got := e.tip("env/dev"); got != tip {
+		t.Fatalf("the branch moved:\n%s", e.dst("log", "--format=%h %s", tip+".."+got))
 	}
 }
 

@@ -32,6 +32,7 @@ const (
 // (never a cache) before it goes.
 type leader struct {
 	lock          resourcelock.Interface
+	check         resourcelock.Interface // read by stillLeads only
 	leaseDuration time.Duration
 	now           func() time.Time
 }
@@ -50,12 +51,23 @@ func newLeader(cfg *rest.Config, namespace, name string, leaseDuration, renewDea
 	if err != nil {
 		return nil, fmt.Errorf("leader election: %w", err)
 	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, name, cs.CoreV1(), cs.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+	identity := resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, name, cs.CoreV1(), cs.CoordinationV1(), identity)
 	if err != nil {
 		return nil, fmt.Errorf("leader election: %w", err)
 	}
-	return &leader{lock: &releaseGuard{Interface: lock}, leaseDuration: leaseDuration, now: now}, nil
+	// The pushes' check reads the Lease through a lock of its own: a lock
+	// keeps the Lease it last read, and client-go's elector renews by
+	// updating that copy without reading it again. Read through the
+	// elector's lock, a check made after another replica took the Lease
+	// handed the elector the taker's version, and its next renewal took
+	// the Lease back (the stale leader kept leading; the test of a taken
+	// Lease found it).
+	check, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, name, cs.CoreV1(), cs.CoordinationV1(), identity)
+	if err != nil {
+		return nil, fmt.Errorf("leader election: %w", err)
+	}
+	return &leader{lock: &releaseGuard{Interface: lock}, check: check, leaseDuration: leaseDuration, now: now}, nil
 }
 
 // releaseGuard is the Lease lock with the check client-go's release
@@ -112,7 +124,7 @@ func (g *releaseGuard) Update(ctx context.Context, rec resourcelock.LeaderElecti
 // is this replica's and unexpired; otherwise an error that says why not
 // (which refuses the push asking).
 func (l *leader) stillLeads(ctx context.Context) error {
-	rec, _, err := l.lock.Get(ctx)
+	rec, _, err := l.check.Get(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot tell whether this replica still leads (reading Lease %s: %w)", l.lock.Describe(), err)
 	}
