@@ -427,8 +427,8 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 
 // The API server, or etcd behind it, stops while a commit of four syncs
 // is being pushed: the push lands, the statuses cannot be written. While
-// it is down the controller does not spin (its requests are counted) and
-// says so once; once it is back, every status is right within the syncs'
+// it is down the controller does not spin (at most 3 requests a second)
+// and says so once; once it is back, every status is right within the syncs'
 // interval without anyone asking, and the change was committed once.
 // (Not parallel: every test's API server stops.)
 func TestAPIServerOrEtcdDownMidHydration(t *testing.T) {
@@ -519,7 +519,7 @@ func TestAPIServerOrEtcdDownMidHydration(t *testing.T) {
 			// Batched as they came: one commit or more, each folder in one.
 			for i := range n {
 				folder := fmt.Sprintf("apps/web-%d", i)
-				if c := strings.Count(e.dst("log", "--format=%H", before+"..env/dev", "--", folder), "\n") + 1; c != 1 {
+				if c := e.commits(before, "env/dev", folder); c != 1 {
 					t.Fatalf("%s changed in %d commits for one change:\n%s", folder, c, e.dst("log", "--oneline", before+"..env/dev"))
 				}
 			}
@@ -531,13 +531,19 @@ func TestAPIServerOrEtcdDownMidHydration(t *testing.T) {
 			if c := strings.Count(during, "Reconciler error"); c > 0 {
 				t.Errorf("%d reconciles failed with an error for controller-runtime to retry: the outage was not recognised", c)
 			}
-			if part.name == "API server" {
-				if c := strings.Count(during, "the API server does not answer"); c != 1 {
-					t.Errorf("the outage was said %d times, want once", c)
-				}
-				if c := strings.Count(during, "the API server answers again"); c != 1 {
-					t.Errorf("the return was said %d times, want once", c)
-				}
+			// Seen and said, once each, whichever part stopped: etcd gone,
+			// the API server takes writes and answers none.
+			if c := strings.Count(during, "the API server does not answer"); c != 1 {
+				t.Errorf("the outage was said %d times, want once", c)
+			}
+			if c := strings.Count(during, "the API server answers again"); c != 1 {
+				t.Errorf("the return was said %d times, want once", c)
+			}
+			// No hot loop: the informers' re-lists and watches, the
+			// prober's looks and one status write per sync. A reconcile
+			// retried at once did hundreds a second.
+			if r := requests.Load(); r > int32(outage/time.Second)*3 {
+				t.Errorf("%d requests in a %s outage: more than 3 a second", r, outage)
 			}
 		})
 	}
@@ -636,7 +642,7 @@ func TestAPushWhoseAnswerIsLostIsNotPushedTwice(t *testing.T) {
 	if cut.Load() != 1 {
 		t.Fatalf("the answer to the push was cut %d times, want 1", cut.Load())
 	}
-	if c := strings.Count(e.dst("log", "--format=%H", before+"..env/dev"), "\n") + 1; c != 1 || e.tip("env/dev") == before {
+	if c := e.commits(before, "env/dev"); c != 1 {
 		t.Fatalf("%d commits for one change:\n%s", c, e.dst("log", "--oneline", before+"..env/dev"))
 	}
 	if got := e.sync("web").Status.Destination.Commit; got != e.tip("env/dev") {
@@ -652,7 +658,11 @@ func TestACacheDiskFullThenFreed(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a small filesystem here (it needs root): %v: %s", err, out)
+		why := fmt.Sprintf("cannot mount a small filesystem here (it needs root, or CAP_SYS_ADMIN): %v: %s", err, bytes.TrimSpace(out))
+		if os.Getenv("SLUICE_TEST_NO_TMPFS") == "" {
+			t.Fatalf("%s; run as root, or set SLUICE_TEST_NO_TMPFS=1 to acknowledge that a full cache disk goes untested here", why)
+		}
+		t.Skipf("%s, acknowledged by SLUICE_TEST_NO_TMPFS: a full cache disk is untested here", why)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
 	e := newEnv(t)
@@ -701,8 +711,11 @@ func TestACacheDiskFullThenFreed(t *testing.T) {
 		return e.notReadyAtHead("web")
 	})
 	t.Logf("committed %s after the space returned", time.Since(freed).Round(time.Second))
-	if c := strings.Count(e.dst("log", "--format=%H", before+"..env/dev"), "\n") + 1; c != 1 {
+	if c := e.commits(before, "env/dev"); c != 1 {
 		t.Fatalf("%d commits for one change:\n%s", c, e.dst("log", "--oneline", before+"..env/dev"))
+	}
+	if got := e.dst("show", "env/dev:apps/web/configmap-web.yaml"); !strings.Contains(got, "name: web") {
+		t.Fatalf("the change did not land once the space returned: apps/web/configmap-web.yaml holds %q", got)
 	}
 }
 
@@ -746,7 +759,7 @@ func TestASlowGitServer(t *testing.T) {
 	t.Logf("%d syncs hydrated in %s through a server taking 10s a request, %d requests", n, time.Since(start).Round(time.Second), slow.Load())
 	for i := range n {
 		folder := fmt.Sprintf("apps/web-%d", i)
-		if c := strings.Count(e.dst("log", "--format=%H", before+"..env/dev", "--", folder), "\n") + 1; c != 1 {
+		if c := e.commits(before, "env/dev", folder); c != 1 {
 			t.Fatalf("%s changed in %d commits for one change:\n%s", folder, c, e.dst("log", "--oneline", before+"..env/dev"))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -320,6 +321,27 @@ func (e *env) dst(args ...string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// commits counts the commits on the destination's branch since before
+// ("": all of them) that change one of paths (none: any); the test fails
+// when git cannot say (a branch that does not exist included).
+func (e *env) commits(before, branch string, paths ...string) int {
+	e.t.Helper()
+	span := branch
+	if before != "" {
+		span = before + ".." + branch
+	}
+	args := append([]string{"--git-dir", e.dstDir, "rev-list", "--count", span, "--"}, paths...)
+	out, err := exec.Command("git", args...).CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("git rev-list --count %s: %v\n%s", span, err, out)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		e.t.Fatalf("git rev-list --count %s said %q", span, out)
+	}
+	return n
 }
 
 // tip is the destination branch's commit ("" when it does not exist).

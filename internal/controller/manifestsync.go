@@ -364,6 +364,13 @@ func (r *ManifestSyncReconciler) patchStatus(ctx context.Context, obj *v1alpha1.
 	return patchStatus(ctx, r.Client, obj, func() { f(&obj.Status) })
 }
 
+// statusTimeout bounds a status write. An API server whose etcd is gone
+// holds a write for a minute (its request timeout) without an answer; a
+// write given up on after this long marks the API server down (see
+// apiServer), so that the outage is seen and said, and reconciles wait
+// for /readyz instead of each hanging on its own write.
+const statusTimeout = 15 * time.Second
+
 // patchStatus applies f (which changes obj's status) and patches the
 // status when that changed anything.
 func patchStatus[T client.Object](ctx context.Context, c client.Client, obj T, f func()) error {
@@ -372,6 +379,8 @@ func patchStatus[T client.Object](ctx context.Context, c client.Client, obj T, f
 	if equality.Semantic.DeepEqual(orig, client.Object(obj)) {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
 	err := c.Status().Patch(ctx, obj, client.MergeFrom(orig))
 	if apierrors.IsNotFound(err) {
 		return nil
