@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,52 +111,81 @@ func TestAStaleTagIsAnsweredAtOnceAndLookedUpBehind(t *testing.T) {
 
 // TestALookUpHeldByTheRateIsNotStaleWhenItLands: an answer is as old as
 // the request that got it, not as the call that queued it behind the
-// rate, and a caller finding it queued waits for it rather than asking
+// rate, and a caller finding it under way waits for it rather than asking
 // again: a first pass longer than the interval looks each tag up once.
+//
+// The clock the answers age by moves 10 s with each request the registry
+// receives, so that ages follow the order requests leave in, whatever the
+// machine's speed.
 func TestALookUpHeldByTheRateIsNotStaleWhenItLands(t *testing.T) {
 	reg := testenv.NewRegistry(t)
 	for i := range 5 {
 		reg.Push(t, fmt.Sprintf("team/app:v%d", i))
 	}
-	// The ping, then one request every half second: v0..v4 leave at
-	// about 0.5, 1, 1.5, 2 and 2.5 s.
-	c := New(WithLimiter(NewLimiter(2, nil)), WithTTL(750*time.Millisecond))
+	base := time.Now()
+	var received atomic.Int64
+	release := make(chan struct{})
+	var heads atomic.Int64
+	arrived := make(chan struct{})
+	reg.FailWith(func(r *http.Request) int {
+		received.Add(1)
+		if r.Method == http.MethodHead {
+			if heads.Add(1) == 5 {
+				close(arrived)
+			}
+			<-release // answered once every tag's request has arrived
+		}
+		return 0
+	})
+	defer reg.FailWith(nil)
+	clock := func() time.Time { return base.Add(time.Duration(received.Load()) * 10 * time.Second) }
+	// Two requests a second, one at a time: the five tags queue behind
+	// the rate and the ping.
+	c := New(WithLimiter(NewLimiter(2, nil)), WithTTL(25*time.Second), WithClock(clock))
 	ctx := context.Background()
 	before := reg.Requests.Load()
 	var wg sync.WaitGroup
 	for i := range 5 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Duration(i) * 20 * time.Millisecond) // in order
+		wg.Go(func() {
 			if _, err := c.Digest(ctx, fmt.Sprintf("%s/team/app:v%d", reg.Host, i)); err != nil {
 				t.Error(err)
 			}
-		}()
+		})
 	}
-	// Past the TTL, v4 is still queued: asked again, it is waited for.
-	time.Sleep(time.Second + 500*time.Millisecond)
-	if _, err := c.Digest(ctx, reg.Host+"/team/app:v4"); err != nil {
+	<-arrived
+	// Every look-up is under way, each begun more than the TTL ago by the
+	// clock (60 s now): asked again, one is waited for, not asked again.
+	// (A call asking again would send a sixth HEAD, held like the others;
+	// a call the machine is slow to run finds the look-up done and fresh.)
+	again := make(chan error, 1)
+	go func() {
+		_, err := c.Digest(ctx, reg.Host+"/team/app:v4")
+		again <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // time for the call to join (its asking is what fails)
+	close(release)
+	wg.Wait()
+	if err := <-again; err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
 	if n := reg.Requests.Load() - before; n != 6 {
-		t.Errorf("five tags, one asked twice while queued: %d requests, want 6 (a ping and five)", n)
+		t.Fatalf("five tags, one asked again while under way: %d requests, want 6 (a ping and five)", n)
 	}
-	// At 2.5 s, v3 (asked at 2) and v4 (at 2.5) are fresh; v0-v2 are not.
+	reg.FailWith(nil) // the clock stays at 60 s
+	// The requests left at 10, 20, ... 50 s by the clock; at 60 s the two
+	// that left last are within the TTL (25 s), the three before are not
+	// (as old as their calls, all five would be stale).
 	before = reg.Requests.Load()
 	for i := range 5 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if _, err := c.Digest(ctx, fmt.Sprintf("%s/team/app:v%d", reg.Host, i)); err != nil {
 				t.Error(err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if n := reg.Requests.Load() - before; n != 3 {
-		t.Errorf("just after the first pass, %d tags were looked up again, want the 3 asked over 750ms before", n)
+		t.Errorf("just after the first pass, %d tags were looked up again, want the 3 that left over 25s before", n)
 	}
 }
 
