@@ -338,11 +338,25 @@ func (f *realFlux) inventory(name string) map[string]string {
 }
 
 // inventoryState is every object a Kustomization applied, content and
-// managed fields (managedContent).
+// managed fields (managedContent), and every other object of the app's
+// namespace as it stands (events aside), so that what a session leaves
+// outside the inventory shows too.
 func (f *realFlux) inventoryState(name string) map[string]string {
 	f.t.Helper()
 	out := map[string]string{}
-	for key, version := range f.inventory(name) {
+	all, err := testenv.Dump(cp.Config, []string{f.ns}, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	inv := f.inventory(name)
+	for key, obj := range all {
+		if _, ok := inv[key]; ok || strings.HasSuffix(strings.SplitN(key, "/", 3)[1], "Event") {
+			continue
+		}
+		data, _ := yaml.Marshal(obj)
+		out[key+" (outside the inventory)"] = string(data)
+	}
+	for key, version := range inv {
 		p := strings.Split(key, "/")
 		api := version
 		if p[0] != "" {
