@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -108,26 +109,33 @@ func (f *realFlux) suspended() bool {
 	return suspended(get(f.t, f.c, "kustomize.toolkit.fluxcd.io/v1", "Kustomization", f.fluxNS, "apps"))
 }
 
-// stayedDeleted checks that an object the session deleted stays deleted
-// while its Kustomization is suspended: one a reconcile already under way
-// at the suspend brought back is deleted again at once, and, asked to
-// reconcile now, kustomize-controller brings back nothing.
-func (f *realFlux) stayedDeleted(apiVersion, kind, name string) {
+// stayedDeleted checks that the shop's Service, which the session
+// deleted, stays deleted while its Kustomization is suspended. A
+// reconcile already under way at the suspend may apply it after the
+// session's delete: that apply is made here, as kustomize-controller
+// makes it (its field manager, its labels), every time rather than when
+// the timing happens to fall so, and the session deletes it again within
+// its settling window. Then, asked to reconcile, kustomize-controller
+// handles the request and leaves it away: the suspension, which the
+// session set, is what keeps it so (a request to a suspended
+// Kustomization applies nothing), so the Kustomization is checked
+// suspended when it handled it.
+func (f *realFlux) stayedDeleted() {
 	f.t.Helper()
 	gone := func() string {
-		if f.exists(apiVersion, kind, name) {
-			return kind + "/" + name + " is back"
+		if f.exists("v1", "Service", "web") {
+			return "Service/web is back"
 		}
 		return ""
 	}
-	// A reconcile that started before the suspend may still apply it: the
-	// session deletes it again.
-	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
+	late := parse(f.t, f.ns, shop["apps/service.yaml"])
+	late[0].Unstructured.SetNamespace(f.ns)
+	late[0].Unstructured.SetLabels(map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": f.fluxNS})
+	applyAs(f.t, f.c, "kustomize-controller", late)
 	f.eventually(5*time.Second, gone)
-	// One that starts after the suspend applies nothing.
 	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
-	if f.exists(apiVersion, kind, name) {
-		f.t.Fatalf("Flux brought back %s/%s, which the session deleted", kind, name)
+	if f.exists("v1", "Service", "web") || !f.suspended() {
+		f.t.Fatalf("after a reconcile request: Service/web there %v, Kustomization suspended %v", f.exists("v1", "Service", "web"), f.suspended())
 	}
 }
 
@@ -183,7 +191,7 @@ func TestASessionRemovesWhatTheTreeRemovesAsFluxWouldPruneIt(t *testing.T) {
 	}
 	// Asked to reconcile, kustomize-controller looks, and the Service
 	// stays deleted.
-	f.stayedDeleted("v1", "Service", "web")
+	f.stayedDeleted()
 
 	// Put back: handed back at once, exactly as it was; the Kustomization
 	// resumes, settings alone held by its mark.
@@ -287,7 +295,7 @@ func TestASessionFollowsRenamesStashesAndBranchSwitches(t *testing.T) {
 	if f.exists("v1", "Service", "web") || !f.exists("v1", "ConfigMap", "extra") || !f.suspended() {
 		t.Errorf("on feature: service there %v, extra there %v, suspended %v", f.exists("v1", "Service", "web"), f.exists("v1", "ConfigMap", "extra"), f.suspended())
 	}
-	f.stayedDeleted("v1", "Service", "web")
+	f.stayedDeleted()
 
 	// Back on main: everything handed back in one iteration.
 	testenv.Git(t, f.work.Dir, "checkout", "-q", "main")
@@ -469,4 +477,96 @@ func TestASessionOnAChartRemovesWhatAValueTurnsOff(t *testing.T) {
 	h.stop(t)
 	f.ready("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
 	f.eventually(30*time.Second, func() string { return differs(before, state()) })
+}
+
+// What its owner would not prune, a session keeps, and says why; the real
+// controllers, handed the same removal in git afterwards, keep it too: a
+// Kustomization with prune: false (Flux), and a chart's object marked
+// helm.sh/resource-policy: keep (helm-controller, which upgrades without
+// deleting it). Nothing is suspended for them.
+func TestWhatItsOwnerWouldNotPruneIsKeptAsTheControllersKeepIt(t *testing.T) {
+	t.Run("Kustomization prune false", func(t *testing.T) {
+		f := startRealFlux(t, shop)
+		f.apply(strings.Replace(fluxApps, "prune: true", "prune: false", 1))
+		f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
+		dir := filepath.Join(f.work.Dir, "apps")
+		ks := "Kustomization/" + f.fluxNS + "/apps"
+		h := runSession(t, f.c, RunOptions{Dir: dir})
+		<-h.started
+		h.ok(t)
+		write(t, dir, map[string]string{"kustomization.yaml": "resources: [settings.yaml, web.yaml, keep.yaml]\n"})
+		it := h.ok(t)
+		if got := changes(it); got != "service/web kept" {
+			t.Fatalf("the service dropped under prune: false:\n%s", got)
+		}
+		if ch := it.Result.Changes; !slices.ContainsFunc(ch, func(c cluster.Change) bool {
+			return c.Action == Kept && c.Reason == ks+" has prune: false"
+		}) {
+			t.Errorf("why the service is kept: %+v", ch)
+		}
+		if !f.exists("v1", "Service", "web") || f.suspended() || len(it.Paused) != 0 {
+			t.Errorf("service there %v, Kustomization suspended %v, paused %v", f.exists("v1", "Service", "web"), f.suspended(), it.Paused)
+		}
+		h.stop(t)
+		// The same removal in git: kustomize-controller applies the new
+		// revision and leaves the Service, as the session did.
+		testenv.Git(t, f.work.Dir, "add", "-A")
+		testenv.Git(t, f.work.Dir, "commit", "-q", "-m", "drop the service")
+		f.work.Push("main")
+		f.applied("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps", f.revision())
+		if !f.exists("v1", "Service", "web") {
+			t.Error("kustomize-controller pruned the Service under prune: false: the session kept what Flux does not")
+		}
+	})
+
+	t.Run("helm.sh/resource-policy keep", func(t *testing.T) {
+		files := map[string]string{}
+		for k, v := range fleet {
+			files[k] = v
+		}
+		files["charts/web/values.yaml"] = "color: blue\nextra: true\n"
+		files["charts/web/templates/extra.yaml"] = "{{- if .Values.extra }}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra\n  annotations: {helm.sh/resource-policy: keep}\ndata: {v: '1'}\n{{- end }}\n"
+		f := startRealFlux(t, files)
+		f.apply(strings.Replace(fleetClusters["clusters/web.yaml"], "  suspend: false\n", "", 1))
+		f.ready("helm.toolkit.fluxcd.io/v2", "HelmRelease", "web")
+		if !f.exists("v1", "ConfigMap", "web-extra") {
+			t.Fatal("helm-controller did not install web-extra")
+		}
+		dir := filepath.Join(f.work.Dir, "charts", "web")
+		h := runSession(t, f.c, RunOptions{Dir: dir, Session: Options{Namespace: f.ns}})
+		h.start(t)
+		h.ok(t)
+		write(t, dir, map[string]string{"values.yaml": "color: blue\nextra: false\n"})
+		it := h.ok(t)
+		if got := changes(it); got != "configmap/web-extra kept" {
+			t.Fatalf("a kept template turned off:\n%s", got)
+		}
+		if ch := it.Result.Changes; !slices.ContainsFunc(ch, func(c cluster.Change) bool {
+			return c.Action == Kept && strings.Contains(c.Reason, "marked helm.sh/resource-policy: keep, which Helm does not delete")
+		}) {
+			t.Errorf("why web-extra is kept: %+v", ch)
+		}
+		hr := get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.fluxNS, "web")
+		if suspended(hr) || len(it.Paused) != 0 || !f.exists("v1", "ConfigMap", "web-extra") {
+			t.Errorf("HelmRelease suspended %v, paused %v, web-extra there %v", suspended(hr), it.Paused, f.exists("v1", "ConfigMap", "web-extra"))
+		}
+		h.stop(t)
+		// The same value in git: helm-controller upgrades the release
+		// without the template and leaves the object, as the session did.
+		testenv.Git(t, f.work.Dir, "add", "-A")
+		testenv.Git(t, f.work.Dir, "commit", "-q", "-m", "extra off")
+		f.work.Push("main")
+		head := f.work.Head()[:12]
+		f.eventually(90*time.Second, func() string {
+			hr := get(t, f.c, "helm.toolkit.fluxcd.io/v2", "HelmRelease", f.fluxNS, "web")
+			rev, _, _ := unstructured.NestedString(hr.Object, "status", "lastAttemptedRevision")
+			if !strings.Contains(rev, head) || condition(hr, "Ready") != "True" {
+				return fmt.Sprintf("HelmRelease at %q, Ready %s; want the chart of %s", rev, condition(hr, "Ready"), head)
+			}
+			return ""
+		})
+		if !f.exists("v1", "ConfigMap", "web-extra") {
+			t.Error("helm-controller deleted web-extra: the session kept what Helm does not")
+		}
+	})
 }
