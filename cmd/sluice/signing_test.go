@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/crypto/ssh"
 
 	"sluice.dev/sluice/internal/testenv"
@@ -243,4 +246,96 @@ func signedImageSync(t *testing.T, verify string) (reg *testenv.Registry, digest
 	os.WriteFile(filepath.Join(syncs, "web.yaml"), []byte("apiVersion: sluice.dev/v1alpha1\nkind: ManifestSync\nmetadata: {name: web}\nspec:\n  source: {repo: "+app+", path: k}\n  destination: {repo: "+dst+", branch: env/dev, path: apps/web}\n"+
 		"  images:\n  - name: "+reg.Host+"/team/web\n    verify: "+verify+"\n"), 0o644)
 	return reg, digest, srv, syncs
+}
+
+// Keyless signatures in cosign 2's layout (the signature, the Fulcio
+// certificate and chain, and Rekor's signed entry timestamp as
+// annotations of the .sig image's layer) made by the real cosign CLI
+// against the real Fulcio, timestamp authority and Rekor on loopback,
+// not by a writer of Sluice's: `sluice hydrate` pins the image they sign
+// for the rule's identity, and refuses each tampered variant (another
+// identity's certificate, a changed entry timestamp, a changed
+// signature), as the real `cosign verify` does.
+func TestHydrateVerifiesCosign2KeylessSignaturesTheRealCosignMade(t *testing.T) {
+	sig := testenv.StartClusterSigstore(t, cp)
+	ns := testenv.Namespace("release")
+	identity := sig.Identity(ns, "release")
+	reg, digest, srv, syncs := signedImageSync(t, "{provider: cosign, keyless: {issuer: \""+sig.Issuer+"\", subject: \""+identity+"\"}}")
+	ref := reg.Host + "/team/web@" + digest
+	sign := func(account string) {
+		t.Helper()
+		token := sig.Token(t, ns, account, "sigstore") // a file, as cosign reads one
+		cmd := exec.Command(testenv.CosignBinary(t), "sign", "--yes", "--new-bundle-format=false", "--use-signing-config=false",
+			"--fulcio-url", sig.Fulcio.URL, "--rekor-url", sig.Rekor.URL, "--identity-token", token, "--trusted-root", sig.TrustedRoot,
+			"--allow-http-registry", "--allow-insecure-registry", ref)
+		cmd.Env = append(os.Environ(), "SIGSTORE_ROOT_FILE=", "TUF_ROOT="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("cosign sign as %s: %v\n%s", account, err, out)
+		}
+	}
+	sign("release")
+	sigTag := reg.Host + "/team/web:sha256-" + strings.TrimPrefix(digest, "sha256:") + ".sig"
+	layer := func() map[string]string {
+		t.Helper()
+		r, err := name.ParseReference(sigTag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := remote.Image(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := img.Manifest()
+		if err != nil || len(m.Layers) == 0 {
+			t.Fatalf("the signature image: %v, %d layers", err, len(m.Layers))
+		}
+		return m.Layers[len(m.Layers)-1].Annotations // the newest signature
+	}
+	real := layer()
+	// (No chain annotation here: this Fulcio's CA is a root of its own,
+	// with no intermediate.)
+	for _, k := range []string{"dev.cosignproject.cosign/signature", "dev.sigstore.cosign/certificate", "dev.sigstore.cosign/bundle"} {
+		if real[k] == "" {
+			t.Fatalf("cosign wrote no %s: %v", k, real)
+		}
+	}
+	// A new cache each run: nothing verified before is remembered.
+	flags := func() []string {
+		return []string{"hydrate", "-f", syncs, "--cache-dir", t.TempDir(), "--trusted-root", sig.TrustedRoot, "-o", "json"}
+	}
+	if _, err := testenv.CosignVerify(t, ref, "", nil, sig.VerifyArgs(identity)...); err != nil {
+		t.Fatalf("the real cosign refuses its own signature: %v", err)
+	}
+	if out, stderr, code := run(t, flags()...); code != 0 {
+		t.Fatalf("a cosign 2 keyless signature: exit %d\n%s%s", code, out, stderr)
+	}
+
+	// Another identity's certificate and chain over the same layer: the
+	// signature no longer matches the certificate's key.
+	sign("someone-else")
+	other := layer()
+	tamper := func(name string, edit func(map[string]string)) {
+		t.Helper()
+		a := maps.Clone(real)
+		edit(a)
+		testenv.ReplaceSignatureLayer(t, reg, "team/web", digest, a)
+		if _, err := testenv.CosignVerify(t, ref, "", nil, sig.VerifyArgs(identity)...); err == nil {
+			t.Fatalf("%s: the real cosign verify accepts it: the variant tampers nothing", name)
+		}
+		if out, stderr, code := run(t, flags()...); code == 0 || !strings.Contains(out+stderr, "is not pinned") {
+			t.Errorf("%s: exit %d\n%s%s", name, code, out, stderr)
+		}
+	}
+	tamper("another identity's certificate", func(a map[string]string) {
+		a["dev.sigstore.cosign/certificate"] = other["dev.sigstore.cosign/certificate"]
+	})
+	tamper("a changed entry timestamp", func(a map[string]string) {
+		a["dev.sigstore.cosign/bundle"] = strings.Replace(a["dev.sigstore.cosign/bundle"], `"integratedTime":`, `"integratedTime":1`, 1)
+	})
+	tamper("a changed signature", func(a map[string]string) {
+		s := []byte(a["dev.cosignproject.cosign/signature"])
+		s[10] ^= 'A' ^ 'B'
+		a["dev.cosignproject.cosign/signature"] = string(s)
+	})
+	_ = srv
 }

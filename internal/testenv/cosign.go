@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -100,4 +101,42 @@ func CosignVerify(t TB, ref, predicateType string, env []string, args ...string)
 		}
 	}
 	return payload, nil
+}
+
+// ReplaceSignatureLayer makes the signatures of repo@digest (the tag
+// sha256-<hex>.sig of repo, without host) one layer: the payload of the
+// first layer there now, with annotations: a signature as cosign laid it
+// out, tampered with.
+func ReplaceSignatureLayer(t TB, reg *Registry, repo, digest string, annotations map[string]string) {
+	t.Helper()
+	tag := repo + ":sha256-" + strings.TrimPrefix(digest, "sha256:") + ".sig"
+	ref, err := name.ParseReference(reg.Host + "/" + tag)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	img, err := remote.Image(ref)
+	if err != nil {
+		t.Fatalf("reading %s: %v", tag, err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) == 0 {
+		t.Fatalf("%s has no layer (%v)", tag, err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	payload, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	base := mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1)
+	out, err := mutate.Append(base, mutate.Addendum{
+		Layer: static.NewLayer(payload, "application/vnd.dev.cosign.simplesigning.v1+json"), Annotations: annotations,
+	})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	reg.PushImage(t, tag, out)
 }
