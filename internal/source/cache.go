@@ -37,6 +37,7 @@ type Cache struct {
 	maxAge  time.Duration
 
 	mu    sync.Mutex
+	swept time.Time // when idle clones' files were last closed
 	repos map[string]*openCall
 	// failing holds each clone's backoff (by the key of repos), kept when
 	// a failed first Open leaves repos.
@@ -179,6 +180,15 @@ type Credentials struct {
 // as a destination (Create) it must be a repository itself; as a source it
 // may be a folder inside one.
 func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, error) {
+	r, err := c.open(ctx, loc, o)
+	if r != nil {
+		r.opened.Store(time.Now().UnixNano())
+	}
+	c.closeIdle(time.Now())
+	return r, err
+}
+
+func (c *Cache) open(ctx context.Context, loc Location, o OpenOptions) (*Repo, error) {
 	key := loc.Key()
 	if loc.IsLocal() && !o.Create {
 		key = "source:" + key
@@ -205,7 +215,7 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 				if err := c.forget(key, call); err != nil {
 					return nil, fmt.Errorf("%s: the cached clone is damaged (%v), and removing it failed: %w", loc, why, err)
 				}
-				return c.Open(ctx, loc, o)
+				return c.open(ctx, loc, o)
 			}
 		}
 		if call.err == nil && o.Credentials != nil && call.repo.remote {
@@ -421,7 +431,7 @@ func openClone(dir string) (*git.Repository, error) {
 		return nil, git.ErrRepositoryNotExists
 	}
 	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
-		filesystem.Options{MaxOpenDescriptors: 64})
+		filesystem.Options{MaxOpenDescriptors: maxOpenPacks})
 	return git.Open(st, nil)
 }
 

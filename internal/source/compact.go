@@ -18,19 +18,43 @@ import (
 // of packs, so its lookups, its memory and its open files stay flat. Packs
 // younger than packGrace stay, with what they hold: the objects of a write
 // not pushed yet.
+//
+// A busy clone (a monorepo fetched at every push) gathers packs faster than
+// they age: once it holds more than maxPacks, packs older than
+// packShortGrace go too (a write is pushed within minutes: the push gives
+// up a stalled server after two).
+//
+// Whatever the packs, a clone keeps at most maxOpenPacks of them open (the
+// storage's least recently used are closed), and a clone the Cache has not
+// handed out for idleClose closes them all, reopening on its next read: a
+// controller's open files follow the clones in use, not the packs made.
 const (
-	maxOldPacks = 50
-	packGrace   = time.Hour
+	maxOldPacks    = 50
+	packGrace      = time.Hour
+	maxPacks       = 100
+	packShortGrace = 10 * time.Minute
+	maxOpenPacks   = 8
 )
+
+// idleClose is how long a clone goes unused before its files are closed
+// (a variable for the tests).
+var idleClose = 2 * time.Minute
 
 // compact packs a clone's objects into one pack once it holds too many old
 // packs, and opens the clone again, so that no descriptor of a removed pack
 // stays open. The caller holds r.mu and the clone's lock. A compaction that
 // fails leaves the clone as it was, and is logged: the fetch goes on.
 func (r *Repo) compact() {
-	cutoff := time.Now().Add(-packGrace)
+	now := time.Now()
+	cutoff := now.Add(-packGrace)
 	if oldPacks(r.root, cutoff) <= maxOldPacks {
-		return
+		if oldPacks(r.root, now.Add(time.Hour)) <= maxPacks {
+			return
+		}
+		cutoff = now.Add(-packShortGrace)
+		if oldPacks(r.root, cutoff) == 0 {
+			return // every pack is recent: nothing may go yet
+		}
 	}
 	err := r.git.RepackObjects(&git.RepackConfig{OnlyDeletePacksOlderThan: cutoff})
 	if err == nil {
@@ -66,4 +90,42 @@ func oldPacks(root string, cutoff time.Time) int {
 		}
 	}
 	return n
+}
+
+// closeFiles closes the clone's open pack files, unless it is in use (it
+// then stays as it is: the next sweep tries again). Its next read opens
+// what it needs.
+func (r *Repo) closeFiles() {
+	if !r.mu.TryLock() {
+		return
+	}
+	defer r.mu.Unlock()
+	if c, ok := r.git.Storer.(io.Closer); ok {
+		c.Close()
+	}
+}
+
+// closeIdle closes the files of the clones not handed out for idleClose,
+// at most four times per idleClose.
+func (c *Cache) closeIdle(now time.Time) {
+	c.mu.Lock()
+	if now.Sub(c.swept) < idleClose/4 {
+		c.mu.Unlock()
+		return
+	}
+	c.swept = now
+	var idle []*Repo
+	for _, call := range c.repos {
+		select {
+		case <-call.done:
+			if r := call.repo; r != nil && r.remote && now.Sub(time.Unix(0, r.opened.Load())) > idleClose {
+				idle = append(idle, r)
+			}
+		default:
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range idle {
+		r.closeFiles()
+	}
 }

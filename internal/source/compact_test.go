@@ -137,3 +137,107 @@ func readAt(t *testing.T, r *Repo, commit, name string) string {
 	}
 	return string(data)
 }
+
+// packFiles counts the files under a clone's pack folder this process
+// holds open.
+func packFiles(t *testing.T, r *Repo) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if strings.HasPrefix(target, filepath.Join(r.Root(), "objects", "pack")) {
+			n++
+		}
+	}
+	return n
+}
+
+// A busy clone (a monorepo fetched at every push) holds at most
+// maxOpenPacks pack files open however many packs it reads from; once it
+// holds more than maxPacks, none an hour old, those older than
+// packShortGrace are packed into one; and a clone nobody opened for
+// idleClose holds no file open until it is read again.
+func TestABusyClonesPacksAndOpenFilesStayBounded(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	other := srv.CreateRepo(t, "other")
+	w := testenv.NewWork(t, url)
+	o := testenv.NewWork(t, other)
+	o.Write(map[string]string{"a": "1\n"}).Commit("one")
+	o.Push("main")
+	cache := NewCache(t.TempDir())
+	loc := mustLoc(t, url)
+	every := ContextWithMaxAge(ctx, time.Nanosecond)
+	var commits []string
+	var r *Repo
+	most := 0
+	for i := range maxPacks + 5 {
+		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i)}).Commit(fmt.Sprint(i))
+		w.Push("main")
+		commits = append(commits, w.Head())
+		var err error
+		if r, err = cache.Open(every, loc, OpenOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Read the last 20 commits: 20 packs.
+		for j := max(0, i-19); j <= i; j++ {
+			if got := readAt(t, r, commits[j], "a"); got != fmt.Sprintf("%d\n", j) {
+				t.Fatalf("commit %d reads %q", j, got)
+			}
+		}
+		most = max(most, packFiles(t, r))
+	}
+	packs := func() int {
+		p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*.pack"))
+		return len(p)
+	}
+	if n := packs(); n < maxPacks+5 {
+		t.Fatalf("%d packs after %d fetches: the test needs one a fetch", n, maxPacks+5)
+	}
+	if most == 0 || most > maxOpenPacks {
+		t.Errorf("reading across %d packs held up to %d pack files open, want 1 to %d", packs(), most, maxOpenPacks)
+	}
+	// The packs are older than the short grace, younger than the hour.
+	old := time.Now().Add(-2 * packShortGrace)
+	p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*"))
+	for _, f := range p {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Write(map[string]string{"a": "last\n"}).Commit("last")
+	w.Push("main")
+	if _, err := cache.Open(every, loc, OpenOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := packs(); n > 2 {
+		t.Fatalf("%d packs: more than %d packs older than %s were not packed", n, maxPacks, packShortGrace)
+	}
+	for i, c := range commits {
+		if got := readAt(t, r, c, "a"); got != fmt.Sprintf("%d\n", i) {
+			t.Fatalf("commit %d reads %q after packing", i, got)
+		}
+	}
+
+	// Idle: its files closed at the next sweep (another clone opened).
+	defer func(d time.Duration) { idleClose = d }(idleClose)
+	idleClose = 50 * time.Millisecond
+	if packFiles(t, r) == 0 {
+		t.Fatal("no pack file open before the idle time: the test shows nothing")
+	}
+	time.Sleep(2 * idleClose)
+	if _, err := cache.Open(every, mustLoc(t, other), OpenOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := packFiles(t, r); n != 0 {
+		t.Errorf("an idle clone holds %d pack files open", n)
+	}
+	if got := readAt(t, r, commits[0], "a"); got != "0\n" {
+		t.Errorf("the idle clone read again: %q", got)
+	}
+}

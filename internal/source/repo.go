@@ -56,6 +56,10 @@ type Repo struct {
 	// damaged is why a clone of the cache cannot be trusted (an object a
 	// tree names is missing or unreadable): the Cache clones it again.
 	damaged atomic.Pointer[error]
+	// opened is when the Cache last handed the clone out (Unix
+	// nanoseconds): one left alone past idleClose has its pack files
+	// closed.
+	opened atomic.Int64
 
 	mu    sync.Mutex
 	git   *git.Repository
