@@ -148,17 +148,36 @@ spec: {interval: %s, path: ./app%02d, prune: true, targetNamespace: %s, sourceRe
 	// Ready once each: at a one-minute interval a Kustomization is
 	// reconciled again (Ready Unknown while it is) before the last ones
 	// are first applied.
+	// All Ready at one moment, as bench serve measures Sluice, is looked
+	// for until two intervals after each was Ready once.
 	wasReady := map[string]bool{}
+	var allReady, atOnce time.Duration
+	var cpuA, apiCPUA time.Duration
+	var apiReqA requestCounts
+	most := 0 // the most Ready at one moment
 	for {
 		if err := ca.List(ctx, list, client.InNamespace(fluxNS)); err != nil {
 			return err
 		}
+		now := 0
 		for _, k := range list.Items {
 			if fluxReady(k) {
 				wasReady[k.GetName()] = true
+				now++
 			}
 		}
-		if ready := len(wasReady); ready == total {
+		most = max(most, now)
+		if allReady == 0 && len(wasReady) == total {
+			allReady = time.Since(start)
+			cpuA = fluxCPU()
+			apiCPUA, _ = procStat(api.pid)
+			apiReqA = api.requests(ctx)
+		}
+		if now == total {
+			atOnce = time.Since(start)
+			break
+		}
+		if allReady > 0 && time.Since(start) > allReady+2*s.interval {
 			break
 		}
 		if time.Since(start) > 20*time.Minute {
@@ -166,10 +185,6 @@ spec: {interval: %s, path: ./app%02d, prune: true, targetNamespace: %s, sourceRe
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	allReady := time.Since(start)
-	cpuA := fluxCPU()
-	apiCPUA, _ := procStat(api.pid)
-	apiReqA := api.requests(ctx)
 
 	// (b) one idle interval, nothing changed.
 	time.Sleep(5 * time.Second)
@@ -187,7 +202,12 @@ spec: {interval: %s, path: ./app%02d, prune: true, targetNamespace: %s, sourceRe
 		total, s.repos, s.interval, runtime.GOMAXPROCS(0))
 	fmt.Println("| measure | Flux |")
 	fmt.Println("|---|---:|")
-	fmt.Printf("| (a) all Ready (each once) | %s |\n", round(allReady))
+	fmt.Printf("| (a) each Ready once | %s |\n", round(allReady))
+	if atOnce > 0 {
+		fmt.Printf("| (a) all Ready at one moment (as bench serve measures Sluice) | %s |\n", round(atOnce))
+	} else {
+		fmt.Printf("| (a) all Ready at one moment (as bench serve measures Sluice) | not within two intervals of the above (at most %d of %d at once) |\n", most, total)
+	}
 	fmt.Printf("| (a) source- + kustomize-controller CPU (per Kustomization) | %s (%s) |\n", round(cpuA-cpu0), round((cpuA-cpu0)/time.Duration(total)))
 	fmt.Printf("| (a) kube-apiserver: CPU (per Kustomization); requests | %s (%s); %s |\n", round(apiCPUA-apiCPU0), round((apiCPUA-apiCPU0)/time.Duration(total)), apiReqA.since(apiReq0, total))
 	fmt.Printf("| (b) idle interval: git requests | %d |\n", gitBn)

@@ -120,7 +120,8 @@ type measurement struct {
 	wall  time.Duration
 	cpu   time.Duration
 	maxRS int64 // KiB
-	// private is a render worker's anonymous memory, KiB, where known.
+	// private is anonymous memory, KiB, where known: a render worker's
+	// at its answer; a command's peak, sampled every 2 ms.
 	private int64
 	note    string
 }
@@ -367,18 +368,17 @@ func runWatched(cmd *exec.Cmd, m *measurement) error {
 		return err
 	}
 	done := make(chan struct{})
-	peak := make(chan int64, 1)
+	peak := make(chan [2]int64, 1)
 	go func() {
-		var hwm int64
+		var hwm, anon int64
 		t := time.NewTicker(2 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if v := vmHWM(cmd.Process.Pid); v > hwm {
-				hwm = v
-			}
+			h, a := memStatus(cmd.Process.Pid)
+			hwm, anon = max(hwm, h), max(anon, a)
 			select {
 			case <-done:
-				peak <- hwm
+				peak <- [2]int64{hwm, anon}
 				return
 			case <-t.C:
 			}
@@ -386,7 +386,8 @@ func runWatched(cmd *exec.Cmd, m *measurement) error {
 	}()
 	err := cmd.Wait()
 	close(done)
-	m.maxRS = <-peak
+	p := <-peak
+	m.maxRS, m.private = p[0], p[1]
 	if cmd.ProcessState != nil {
 		m.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
@@ -396,18 +397,26 @@ func runWatched(cmd *exec.Cmd, m *measurement) error {
 // vmHWM is a running process's peak resident set, in KiB (0 once it
 // ended).
 func vmHWM(pid int) int64 {
+	hwm, _ := memStatus(pid)
+	return hwm
+}
+
+// memStatus reads a process's peak resident set (VmHWM) and its
+// anonymous resident memory now (RssAnon: its private memory, heap and
+// stacks, without the binary's pages), KiB.
+func memStatus(pid int) (hwm, anon int64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	for _, l := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			var kb int64
-			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb)
-			return kb
+		for key, v := range map[string]*int64{"VmHWM:": &hwm, "RssAnon:": &anon} {
+			if rest, ok := strings.CutPrefix(l, key); ok {
+				fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), v)
+			}
 		}
 	}
-	return 0
+	return hwm, anon
 }
 
 func summarize(jsonOut string) string {
