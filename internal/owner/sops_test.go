@@ -304,9 +304,11 @@ func TestSOPSTheDevelopersVaultTokenGoesNowhereElse(t *testing.T) {
 }
 
 // A file encrypted for an AWS KMS key (by the real sops CLI, against
-// Local KMS, a server of KMS's API) decrypts with the AWS credentials of
-// the decryption Secret (sops.aws-kms, as kustomize-controller reads
-// it); without them, and with none of the developer's, it does not.
+// Local KMS, a server of KMS's API, behind a proxy that checks each
+// request's SigV4 signature as AWS does) decrypts with the AWS
+// credentials of the decryption Secret (sops.aws-kms, as
+// kustomize-controller reads it), and only with them: another secret
+// key, no credentials, and none of the developer's do not.
 func TestSOPSFilesEncryptedForAnAWSKMSKey(t *testing.T) {
 	noOwnKeys(t)
 	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"} {
@@ -328,7 +330,14 @@ func TestSOPSFilesEncryptedForAnAWSKMSKey(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL_KMS", kms.Endpoint)
 	root := tree(t, map[string]string{"apps/db.yaml": enc})
 
-	f := sopsFlux(t, map[string][]byte{"sops.aws-kms": []byte("aws_access_key_id: team\naws_secret_access_key: team-secret\n")})
+	// The server takes only the team's key, its requests signed with the
+	// team's secret (Local KMS takes anything: a proxy checks SigV4).
+	refused := kms.Refused.Load()
+	f := sopsFlux(t, map[string][]byte{"sops.aws-kms": []byte("aws_access_key_id: team\naws_secret_access_key: wrong-secret\n")})
+	if _, err := renderAs(t, f, root, "apps"); err == nil || !strings.Contains(err.Error(), arn) || kms.Refused.Load() == refused {
+		t.Errorf("the Secret's key with another secret: %v (%d refused), want KMS to refuse the signature", err, kms.Refused.Load()-refused)
+	}
+	f = sopsFlux(t, map[string][]byte{"sops.aws-kms": []byte("aws_access_key_id: " + kms.AccessKeyID + "\naws_secret_access_key: " + kms.SecretAccessKey + "\n")})
 	objs, err := renderAs(t, f, root, "apps")
 	if err != nil {
 		t.Fatal(err)
