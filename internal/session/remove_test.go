@@ -570,3 +570,29 @@ func TestWhatItsOwnerWouldNotPruneIsKeptAsTheControllersKeepIt(t *testing.T) {
 		}
 	})
 }
+
+// An object of a Helm release no GitOps object owns (`helm install`ed)
+// marked helm.sh/resource-policy: keep is kept, naming the release; one
+// without the mark, or marked keep with no release, is not.
+func TestAHelmKeptObjectWithoutAnOwnerIsKept(t *testing.T) {
+	obj := func(annotations map[string]string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.SetName("web-extra")
+		u.SetAnnotations(annotations)
+		return u
+	}
+	for _, tc := range []struct {
+		annotations map[string]string
+		want        string
+	}{
+		{map[string]string{annotationHelmPolicy: "keep", annotationHelmRelease: "web"}, "marked helm.sh/resource-policy: keep, which Helm does not delete (release web)"},
+		{map[string]string{annotationHelmRelease: "web"}, ""},
+		{map[string]string{annotationHelmPolicy: "keep"}, ""},
+	} {
+		if got := unpruned(obj(tc.annotations), nil, &Record{}); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.annotations, got, tc.want)
+		}
+	}
+}
