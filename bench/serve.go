@@ -72,11 +72,11 @@ func mainServe() {
 }
 
 type serveBench struct {
-	tb                                              *benchTB
+	tb *benchTB
 	// everReady holds the syncs seen Ready at least once, and eachOnce
 	// when the last of them was (as bench flux measures Flux's).
-	everReady map[string]bool
-	eachOnce  time.Time
+	everReady                                       map[string]bool
+	eachOnce                                        time.Time
 	syncs, repos, tags, branches, pushes, followers int
 	interval                                        time.Duration
 	isolation                                       string
