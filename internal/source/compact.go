@@ -46,13 +46,14 @@ var idleClose = 2 * time.Minute
 // fails leaves the clone as it was, and is logged: the fetch goes on.
 func (r *Repo) compact() {
 	now := time.Now()
+	ages := packTimes(r.root)
 	cutoff := now.Add(-packGrace)
-	if oldPacks(r.root, cutoff) <= maxOldPacks {
-		if oldPacks(r.root, now.Add(time.Hour)) <= maxPacks {
+	if olderThan(ages, cutoff) <= maxOldPacks {
+		if len(ages) <= maxPacks {
 			return
 		}
 		cutoff = now.Add(-packShortGrace)
-		if oldPacks(r.root, cutoff) == 0 {
+		if olderThan(ages, cutoff) == 0 {
 			return // every pack is recent: nothing may go yet
 		}
 	}
@@ -74,18 +75,30 @@ func (r *Repo) compact() {
 	}
 }
 
-// oldPacks counts the packs of a clone older than cutoff.
-func oldPacks(root string, cutoff time.Time) int {
+// packTimes lists when each pack of a clone was written, in one read of
+// its pack folder.
+func packTimes(root string) []time.Time {
 	entries, err := os.ReadDir(filepath.Join(root, "objects", "pack"))
 	if err != nil {
-		return 0
+		return nil
 	}
-	n := 0
+	var out []time.Time
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".pack") || strings.HasPrefix(e.Name(), "tmp_") {
 			continue
 		}
-		if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
+		if info, err := e.Info(); err == nil {
+			out = append(out, info.ModTime())
+		}
+	}
+	return out
+}
+
+// olderThan counts the times before cutoff.
+func olderThan(times []time.Time, cutoff time.Time) int {
+	n := 0
+	for _, t := range times {
+		if t.Before(cutoff) {
 			n++
 		}
 	}

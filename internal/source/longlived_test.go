@@ -114,15 +114,10 @@ func TestLongLivedCacheFetchesByAgeAndNotBefore(t *testing.T) {
 // credentials (a rotated Secret) asks at once; a success ends it.
 func TestARemoteFailureIsSharedUntilItsBackoffEnds(t *testing.T) {
 	ctx := context.Background()
-	srv := testenv.NewGitServer(t)
-	url := srv.CreateRepo(t, "app")
-	w := testenv.NewWork(t, url)
-	w.Write(map[string]string{"a": "1\n"}).Commit("one")
-	w.Push("main")
-	var mu sync.Mutex
-	ops := 0
-	cache := NewCache(t.TempDir(), WithObserver(func(string) { mu.Lock(); ops++; mu.Unlock() }))
-	asked := func() int { mu.Lock(); defer mu.Unlock(); n := ops; ops = 0; return n }
+	srv, url := servedApp(t)
+	var requests askCounter
+	cache := NewCache(t.TempDir(), WithObserver(requests.observe))
+	asked := requests.asked
 	loc := mustLoc(t, url)
 	every := ContextWithMaxAge(ctx, time.Nanosecond) // each Open wants a fresh look
 	if _, err := cache.Open(every, loc, OpenOptions{}); err != nil {
@@ -160,7 +155,7 @@ func TestARemoteFailureIsSharedUntilItsBackoffEnds(t *testing.T) {
 	}
 
 	// A controller starting during the outage: its first Opens too.
-	fresh := NewCache(t.TempDir(), WithObserver(func(string) { mu.Lock(); ops++; mu.Unlock() }))
+	fresh := NewCache(t.TempDir(), WithObserver(requests.observe))
 	for range 5 {
 		if _, err := fresh.Open(every, loc, OpenOptions{}); !errors.As(err, &re) {
 			t.Fatalf("a first Open while the server fails: %v", err)
@@ -268,15 +263,10 @@ func TestADamagedCloneIsClonedAgain(t *testing.T) {
 // asks it at once rather than waiting out a backoff, for every sync of
 // the repository.
 func TestACallerGivingUpStartsNoBackoff(t *testing.T) {
-	srv := testenv.NewGitServer(t)
-	url := srv.CreateRepo(t, "app")
-	w := testenv.NewWork(t, url)
-	w.Write(map[string]string{"a": "1\n"}).Commit("one")
-	w.Push("main")
-	var mu sync.Mutex
-	ops := 0
-	cache := NewCache(t.TempDir(), WithObserver(func(string) { mu.Lock(); ops++; mu.Unlock() }))
-	asked := func() int { mu.Lock(); defer mu.Unlock(); n := ops; ops = 0; return n }
+	srv, url := servedApp(t)
+	var requests askCounter
+	cache := NewCache(t.TempDir(), WithObserver(requests.observe))
+	asked := requests.asked
 	loc := mustLoc(t, url)
 	every := ContextWithMaxAge(context.Background(), time.Nanosecond)
 
@@ -302,4 +292,34 @@ func TestACallerGivingUpStartsNoBackoff(t *testing.T) {
 			t.Fatalf("%s: the next caller did not ask the remote", step)
 		}
 	}
+}
+
+// servedApp is a repository app with one commit on a loopback git
+// server.
+func servedApp(t *testing.T) (*testenv.GitServer, string) {
+	t.Helper()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	w.Write(map[string]string{"a": "1\n"}).Commit("one")
+	w.Push("main")
+	return srv, url
+}
+
+// askCounter counts what a Cache's clones ask their remotes
+// (WithObserver).
+type askCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (a *askCounter) observe(string) { a.mu.Lock(); a.n++; a.mu.Unlock() }
+
+// asked is how many were asked since it was last called.
+func (a *askCounter) asked() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.n
+	a.n = 0
+	return n
 }

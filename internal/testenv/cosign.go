@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -46,12 +47,24 @@ func CosignSign(t TB, reg *Registry, repo, digest, signedDigest string, key *ecd
 func appendSignature(t TB, reg *Registry, repo, digest string, payload []byte, annotations map[string]string) {
 	t.Helper()
 	tag := repo + ":sha256-" + strings.TrimPrefix(digest, "sha256:") + ".sig"
-	base := mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1)
+	base := emptySignatureImage()
 	if ref, err := name.ParseReference(reg.Host + "/" + tag); err == nil {
 		if img, err := remote.Image(ref); err == nil {
 			base = img
 		}
 	}
+	pushSignatureLayer(t, reg, tag, base, payload, annotations)
+}
+
+// emptySignatureImage is what cosign starts a signature image from.
+func emptySignatureImage() v1.Image {
+	return mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1)
+}
+
+// pushSignatureLayer pushes base with one more layer of payload, with
+// annotations, as cosign writes a signature, at tag of reg.
+func pushSignatureLayer(t TB, reg *Registry, tag string, base v1.Image, payload []byte, annotations map[string]string) {
+	t.Helper()
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer: static.NewLayer(payload, "application/vnd.dev.cosign.simplesigning.v1+json"), Annotations: annotations,
 	})
@@ -131,12 +144,5 @@ func ReplaceSignatureLayer(t TB, reg *Registry, repo, digest string, annotations
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	base := mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1)
-	out, err := mutate.Append(base, mutate.Addendum{
-		Layer: static.NewLayer(payload, "application/vnd.dev.cosign.simplesigning.v1+json"), Annotations: annotations,
-	})
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	reg.PushImage(t, tag, out)
+	pushSignatureLayer(t, reg, tag, emptySignatureImage(), payload, annotations)
 }
