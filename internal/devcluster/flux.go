@@ -189,8 +189,16 @@ func (f *Flux) start(name, bin string, o FluxOptions, storage, storageAddr strin
 	done := make(chan struct{})
 	go func() { cmd.Wait(); log.Close(); close(done) }()
 	f.procs, f.done, f.logs[name] = append(f.procs, cmd), append(f.done, done), logPath
-	if err := waitHealthy("http://"+health+"/readyz", 60*time.Second, done); err != nil {
-		return fmt.Errorf("%s did not become ready: %v\n%s", name, err, f.Log(name, 60))
+	// Ready, and serving metrics: a controller whose metrics port was
+	// taken answers /readyz for a moment before it exits.
+	for _, url := range []string{"http://" + health + "/readyz", "http://" + metrics + "/metrics"} {
+		if err := waitHealthy(url, 60*time.Second, done); err != nil {
+			select { // exited: its log is whole
+			case <-done:
+			case <-time.After(5 * time.Second):
+			}
+			return fmt.Errorf("%s did not become ready: %v\n%s", name, err, f.Log(name, 60))
+		}
 	}
 	return nil
 }
