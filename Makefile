@@ -19,7 +19,8 @@ build:
 # What the tests need, built once into bin/ (most of the 35 minutes a cold make test takes on 2 cores): the
 # control plane (kube-apiserver, etcd, kube-controller-manager), the helm
 # and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for), the cosign and Notation CLIs tests sign images with (and Fulcio, a timestamp authority and Rekor over Trillian and Debian's MariaDB, for keyless signing), the Flux controllers and
-# Argo CD's ApplicationSet controller live sessions hand clusters back to,
+# Argo CD's ApplicationSet controller, application controller and repo-server (with Debian's
+# redis-server) live sessions hand clusters back to,
 # Argo CD's own manifest generation renders as an Application are compared with,
 # Gitea (a real forge sending webhooks), promtool (the alerts checked), Sluice's own image binary, and
 # Debian's chromium for the dashboard's browser tests (installed with
@@ -35,6 +36,8 @@ tools:
 	hack/flux/build.sh >/dev/null
 	hack/argocd/build.sh >/dev/null
 	hack/argocd/build.sh argocd-manifests >/dev/null
+	hack/argocd/build.sh argocd >/dev/null
+	hack/redis/install.sh >/dev/null
 	hack/controller-gen/build.sh >/dev/null
 	hack/gitea/build.sh >/dev/null
 	hack/cyclonedx-gomod/build.sh >/dev/null

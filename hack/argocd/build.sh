@@ -2,7 +2,9 @@
 # Builds a part of Argo CD the tests run, NAME (default
 # applicationset-controller, which the live-session tests run; or
 # argocd-manifests, Argo CD's own manifest generation, which the tests
-# compare Sluice's rendering as an Application to): from the Go module
+# compare Sluice's rendering as an Application to; or argocd, its
+# application controller and repo-server in one binary, which sync the
+# Applications of the live-session tests): from the Go module
 # proxy through the wrapper module hack/argocd/NAME (a main of its own over
 # argo-cd's packages, argo-cd's go.mod replace lines copied), into
 # bin/argocd/NAME-<version>/ (git-ignored), unless it is there. Prints the

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,22 +93,7 @@ func ArgoManifestsOCI(t TB, app string, args ...string) (string, error) {
 func StartApplicationSetController(t TB, kubeconfig, namespace string, create func(yaml string)) (logs func() string) {
 	t.Helper()
 	bin := ApplicationSetController(t)
-	create(`apiVersion: v1
-kind: ConfigMap
-metadata: {name: argocd-cm, namespace: ` + namespace + `, labels: {app.kubernetes.io/part-of: argocd}}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: argocd-secret, namespace: ` + namespace + `, labels: {app.kubernetes.io/part-of: argocd}}
-stringData: {server.secretkey: sluice-test-key}
----
-apiVersion: argoproj.io/v1alpha1
-kind: AppProject
-metadata: {name: default, namespace: ` + namespace + `}
-spec:
-  sourceRepos: ['*']
-  destinations: [{server: '*', namespace: '*'}]
-`)
+	create(argoSettings(namespace, ""))
 	logPath := filepath.Join(t.TempDir(), "applicationset-controller.log")
 	log, err := os.Create(logPath)
 	if err != nil {
@@ -120,21 +107,11 @@ spec:
 	// informers from the flag.
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	done, stop, err := startProcess(cmd, log)
+	if err != nil {
 		t.Fatalf("starting the ApplicationSet controller: %v", err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		log.Close()
-	})
+	t.Cleanup(stop)
 	logs = func() string {
 		data, _ := os.ReadFile(logPath)
 		return string(data)
@@ -151,4 +128,218 @@ spec:
 		}
 	}
 	return logs
+}
+
+// argoSettings is what Argo CD's controllers read in their namespace:
+// argocd-cm (with installationID, if not ""), argocd-secret and the
+// default AppProject (which Argo CD's API server would create), allowing
+// every source, destination and kind.
+func argoSettings(namespace, installationID string) string {
+	return `apiVersion: v1
+kind: ConfigMap
+metadata: {name: argocd-cm, namespace: ` + namespace + `, labels: {app.kubernetes.io/part-of: argocd}}
+data: {installationID: '` + installationID + `'}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: argocd-secret, namespace: ` + namespace + `, labels: {app.kubernetes.io/part-of: argocd}}
+stringData: {server.secretkey: sluice-test-key}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: default, namespace: ` + namespace + `}
+spec:
+  sourceRepos: ['*']
+  destinations: [{server: '*', namespace: '*'}]
+  clusterResourceWhitelist: [{group: '*', kind: '*'}]
+`
+}
+
+// ArgoCD is Argo CD's real application controller and repo-server, with
+// a Redis of their own (Debian's redis-server), running out of cluster
+// against a control plane for the Applications of one namespace, as
+// Argo CD runs them in it: the controller syncs, self-heals and prunes
+// what the repo-server renders from git. Built by `make tools`
+// (hack/argocd/build.sh argocd); a test never builds them.
+type ArgoCD struct {
+	// Namespace is where its Applications and settings are.
+	Namespace string
+	dir       string
+}
+
+// StartArgoCD starts Redis, the repo-server and the application
+// controller, the settings they read created first by create (applied as
+// a person would). resync is the controller's --app-resync: how often it
+// compares every Application with git unasked. They stop when the test
+// ends.
+func StartArgoCD(t TB, kubeconfig, namespace string, resync time.Duration, create func(yaml string)) *ArgoCD {
+	t.Helper()
+	bin := argoTool(t, "argocd")
+	redis, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("Debian's redis-server is not installed (Argo CD's cache): run `make tools` (hack/redis/install.sh)")
+	}
+	// Each test's Argo CD is an installation of its own (its namespace its
+	// installationID), as Argo CD has several share a cluster: it owns
+	// only what it applied, though every test names its Application web.
+	create(argoSettings(namespace, namespace))
+	a := &ArgoCD{Namespace: namespace, dir: t.TempDir()}
+	tmp := filepath.Join(a.dir, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatalf("%v", err)
+	}
+	path := filepath.Dir(KustomizeBinary(t)) + string(os.PathListSeparator) + filepath.Dir(HelmBinary(t)) + string(os.PathListSeparator) + os.Getenv("PATH")
+	env := append(os.Environ(), "PATH="+path, "TMPDIR="+tmp, "HOME="+a.dir,
+		// No GnuPG keyring to verify commits with (none is asked for).
+		"ARGOCD_GPG_ENABLED=false",
+		// The in-cluster destination, https://kubernetes.default.svc, is
+		// the control plane of KUBECONFIG.
+		"ARGOCD_FAKE_IN_CLUSTER=true", "KUBECONFIG="+kubeconfig)
+	port := func(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
+	var redisAddr, repoAddr string
+	a.start(t, "redis", env, func() ([]string, []string) {
+		redisAddr = freeAddr(t)
+		return []string{redis, "--bind", "127.0.0.1", "--port", port(redisAddr), "--save", "", "--appendonly", "no", "--dir", a.dir}, nil
+	}, "Ready to accept connections")
+	a.start(t, "repo-server", env, func() ([]string, []string) {
+		repoAddr = freeAddr(t)
+		metrics := freeAddr(t)
+		return []string{bin, "repo-server", "--address", "127.0.0.1", "--port", port(repoAddr),
+				"--metrics-address", "127.0.0.1", "--metrics-port", port(metrics), "--disable-tls",
+				"--redis", redisAddr, "--logformat", "text", "--loglevel", "debug"},
+			[]string{"http://" + metrics + "/metrics"}
+	}, "")
+	waitListening(t, repoAddr, "the repo-server", a.Logs)
+	a.start(t, "application-controller", env, func() ([]string, []string) {
+		metrics := freeAddr(t)
+		return []string{bin, "application-controller",
+				"--kubeconfig", kubeconfig, "--namespace", namespace,
+				"--repo-server", repoAddr, "--repo-server-plaintext", "--redis", redisAddr,
+				"--metrics-port", port(metrics), "--app-resync", fmt.Sprint(int(resync.Seconds())),
+				"--logformat", "text", "--loglevel", "debug"},
+			[]string{"http://" + metrics + "/metrics"}
+	}, "")
+	return a
+}
+
+// start starts one part, with the command line args gives, and waits
+// until it is ready: its log says ready (if not ""), and each of the
+// URLs args gives answers 200. A free port picked may be taken by
+// another process before the part binds it (tests run side by side):
+// a part that exits before it is ready is started again on other ports,
+// three times at most.
+func (a *ArgoCD) start(t TB, name string, env []string, args func() (cmdline, urls []string), ready string) {
+	t.Helper()
+	logPath := filepath.Join(a.dir, name+".log")
+	for try := 1; ; try++ {
+		cmdline, urls := args()
+		log, err := os.Create(logPath)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		cmd := exec.Command(cmdline[0], cmdline[1:]...)
+		cmd.Env, cmd.Dir = env, a.dir
+		cmd.Stdout, cmd.Stderr = log, log
+		done, stop, err := startProcess(cmd, log)
+		if err != nil {
+			t.Fatalf("starting Argo CD's %s: %v", name, err)
+		}
+		err = waitReady(logPath, ready, urls, done)
+		if err == nil {
+			t.Cleanup(stop)
+			return
+		}
+		stop()
+		if try == 3 {
+			t.Fatalf("Argo CD's %s did not start: %v\n%s", name, err, a.Logs(30))
+		}
+	}
+}
+
+// waitReady waits a minute at most for a process's log to hold ready and
+// each of urls to answer 200, failing as soon as it exits.
+func waitReady(logPath, ready string, urls []string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("it exited")
+		default:
+		}
+		ok := true
+		if ready != "" {
+			data, _ := os.ReadFile(logPath)
+			ok = strings.Contains(string(data), ready)
+		}
+		for _, u := range urls {
+			if !ok {
+				break
+			}
+			resp, err := http.Get(u)
+			ok = err == nil && resp.StatusCode == http.StatusOK
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Logs returns the last n lines of each part's log.
+func (a *ArgoCD) Logs(n int) string {
+	var b strings.Builder
+	for _, name := range []string{"application-controller", "repo-server", "redis"} {
+		data, err := os.ReadFile(filepath.Join(a.dir, name+".log"))
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > n {
+			lines = lines[len(lines)-n:]
+		}
+		fmt.Fprintf(&b, "--- %s\n%s\n", name, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+// waitListening waits until addr accepts connections, a minute at most.
+func waitListening(t TB, addr, what string, logs func(int) string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not listen on %s: %v\n%s", what, addr, err, logs(30))
+		}
+	}
+}
+
+// startProcess starts cmd, its output going to log (closed once it
+// exits). done is closed when it has exited; stop interrupts it, kills it
+// 10 s later, and returns once it has exited.
+func startProcess(cmd *exec.Cmd, log *os.File) (done chan struct{}, stop func(), err error) {
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, nil, err
+	}
+	done = make(chan struct{})
+	go func() { cmd.Wait(); log.Close(); close(done) }()
+	return done, func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}, nil
 }
