@@ -78,6 +78,8 @@ spec:
 		files      map[string]string
 		spec       string
 		args       []string
+		// cm is argocd-cm's data, where Sluice reads Argo CD's settings.
+		cm string
 	}{{
 		name: "kustomize options",
 		path: "apps/web",
@@ -129,8 +131,9 @@ spec:
       exclude: "{sub/not-*,other/*}"
 `,
 		args: []string{"-tracking", "label"},
+		cm:   "{application.resourceTrackingMethod: label}",
 	}, {
-		name: "a chart: values files (one from a ref source), values, valuesObject, parameters, release name, CRDs",
+		name: "a chart: values files (one from a ref source), values, valuesObject, parameters, release name, CRDs; an installation ID",
 		path: "charts/web",
 		files: map[string]string{
 			"charts/web/Chart.yaml":        "apiVersion: v2\nname: web\nversion: 0.1.0\n",
@@ -154,6 +157,8 @@ spec:
   - repoURL: REPO
     ref: values
 `,
+		args: []string{"-installation-id", "eu-1"},
+		cm:   "{installationID: eu-1}",
 	}}
 	c, err := cluster.Connect(cluster.ConnectOptions{Kubeconfig: cp.Kubeconfig})
 	if err != nil {
@@ -178,9 +183,8 @@ spec:
 				t.Fatal(err)
 			}
 			app, _ = func() (string, error) { b, err := yaml.Marshal(u.Object); return string(b), err }()
-			if tt.args != nil && tt.args[1] == "label" {
-				// Argo CD's tracking setting, where Sluice reads it.
-				createObject(t, c, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: argocd-cm, namespace: argocd}\ndata: {application.resourceTrackingMethod: label}\n")
+			if tt.cm != "" {
+				createObject(t, c, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: argocd-cm, namespace: argocd}\ndata: "+tt.cm+"\n")
 				defer deleteObject(t, c, "v1", "ConfigMap", "argocd", "argocd-cm")
 			}
 			want := testenv.ArgoManifests(t, app, w.Dir, tt.args...)

@@ -35,9 +35,14 @@ import (
 var ArgoApplicationKind = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
 
 const (
-	argoTrackingID    = "argocd.argoproj.io/tracking-id"
-	argoInstanceLabel = "app.kubernetes.io/instance"
-	argoSkipRendering = "+argocd:skip-file-rendering"
+	argoTrackingID = "argocd.argoproj.io/tracking-id"
+	// ArgoInstallationID marks what an Argo CD installation with an
+	// installationID (argocd-cm) applies, beside its tracking annotation:
+	// several Argo CDs share a cluster, each owning only what carries its
+	// own.
+	ArgoInstallationID = "argocd.argoproj.io/installation-id"
+	argoInstanceLabel  = "app.kubernetes.io/instance"
+	argoSkipRendering  = "+argocd:skip-file-rendering"
 )
 
 // argoSource is an Application source (argoproj.io/v1alpha1), the parts
@@ -118,7 +123,10 @@ type Argo struct {
 	instance string // the name its tracking uses: NAME, or NAMESPACE_NAME
 	destNS   string
 	tracking string // annotation (Argo CD 3's default), label, annotation+label
-	env      map[string]string
+	// installation is argocd-cm's installationID: Argo CD marks what it
+	// tracks by annotation with it.
+	installation string
+	env          map[string]string
 	// toRoot is the path from the folder to its repository's root, for
 	// $ref/... values files of the same repository.
 	toRoot string
@@ -185,6 +193,7 @@ func argoOf(ctx context.Context, c *cluster.Client, u *unstructured.Unstructured
 	if t := cm.Data["application.resourceTrackingMethod"]; t != "" {
 		a.tracking = t
 	}
+	a.installation = cm.Data["installationID"]
 	short := commit
 	if len(short) > 7 {
 		short = short[:7]
@@ -509,7 +518,8 @@ func splitImage(s string) (name, tag, digest string) {
 }
 
 // postBuild sets Argo CD's resource tracking on every object but CRDs,
-// as the repo-server does.
+// with its installation ID when argocd-cm has one, as the repo-server
+// does.
 func (a *Argo) postBuild(_ context.Context, objects []*yaml.RNode, _ []string) ([]*yaml.RNode, error) {
 	rep := Report{Settings: a.settings()}
 	for _, o := range objects {
@@ -527,6 +537,13 @@ func (a *Argo) postBuild(_ context.Context, objects []*yaml.RNode, _ []string) (
 			}
 			id := fmt.Sprintf("%s:%s/%s:%s/%s", a.instance, group, o.GetKind(), ns, o.GetName())
 			if err := o.PipeE(yaml.SetAnnotation(argoTrackingID, id)); err != nil {
+				return nil, err
+			}
+			if a.installation != "" {
+				if err := o.PipeE(yaml.SetAnnotation(ArgoInstallationID, a.installation)); err != nil {
+					return nil, err
+				}
+			} else if err := o.PipeE(yaml.ClearAnnotation(ArgoInstallationID)); err != nil {
 				return nil, err
 			}
 		}

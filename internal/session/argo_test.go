@@ -286,22 +286,19 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 // A session on a folder an Argo CD Application deploys renders it as Argo
 // CD's repo-server does (its kustomize options, its resource tracking),
 // so that on an unchanged tree it applies nothing that differs from what
-// Argo CD applied; the Application's automated sync is off meanwhile, and
-// back after.
+// the real Argo CD applied; an edit turns the Application's automated
+// sync off, and Argo CD, asked to compare, reports the difference and
+// leaves it (with selfHeal on, it would sync it away); undoing the edit
+// hands the object back, automated sync on, and Argo CD finds nothing to
+// sync.
 func TestARunAppliesWhatArgoCDAppliesSoNothingDiffers(t *testing.T) {
-	c := newClient(t)
-	ns, argoNS := testenv.Namespace("argoapp"), testenv.Namespace("argocd")
-	mkNamespace(t, c, ns)
-	mkNamespace(t, c, argoNS)
-	repo := "https://git.example.com/" + ns + "/fleet.git" // the control plane is shared
-	w := testenv.NewWork(t, "")
-	testenv.Git(t, w.Dir, "remote", "add", "origin", repo)
-	w.Write(map[string]string{
+	a := startRealArgo(t, "argoapp", map[string]string{
 		"apps/web/kustomization.yaml": "resources: [cm.yaml, web.yaml]\n",
 		"apps/web/cm.yaml":            cm("settings", "color: blue"),
 		"apps/web/web.yaml":           strings.Replace(fleet["apps/web.yaml"], "metadata: {name: web, labels: {team: a}}", "metadata: {name: web}", 1),
-	}).Commit("fleet")
-	app := strings.NewReplacer("ARGONS", argoNS, "NS", ns, "REPO", repo).Replace(`apiVersion: argoproj.io/v1alpha1
+	})
+	c, ns, argoNS := a.c, a.ns, a.argoNS
+	a.apply(`apiVersion: argoproj.io/v1alpha1
 kind: Application
 metadata: {name: web, namespace: ARGONS}
 spec:
@@ -314,10 +311,9 @@ spec:
       namePrefix: eu-
       commonLabels: {team: shop}
       images: ["registry.example.com/web:1.1"]
-  syncPolicy: {automated: {prune: true}}
+  syncPolicy: {automated: {prune: true, selfHeal: true}}
 `)
-	applyAs(t, c, "kubectl", parse(t, ns, app))
-	argoSync(t, c, ns, app, w.Dir)
+	a.synced()
 	marks := append([]string{annotationSession, "sluice.dev/applied"}, handBack...)
 	snapshot := func() map[string]map[string]any {
 		d, err := testenv.Dump(cp.Config, []string{ns}, nil, marks...)
@@ -330,8 +326,10 @@ spec:
 	if len(before) < 2 {
 		t.Fatalf("Argo CD's objects were not applied: %v", before)
 	}
+	synced := a.lastSync()
 
-	h := runSession(t, c, RunOptions{Dir: filepath.Join(w.Dir, "apps", "web")})
+	dir := filepath.Join(a.work.Dir, "apps", "web")
+	h := runSession(t, c, RunOptions{Dir: dir})
 	if st := <-h.started; st.Owner != "Application "+argoNS+"/web" || st.Namespace != ns {
 		t.Errorf("started as %q in %q", st.Owner, st.Namespace)
 	}
@@ -341,33 +339,38 @@ spec:
 	}
 	// Nothing differs, so nothing is applied and nothing paused: the
 	// Application keeps syncing automatically.
-	automated := func() bool {
-		a := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
-		_, ok, _ := unstructured.NestedMap(a.Object, "spec", "syncPolicy", "automated")
-		return ok
-	}
-	if len(it.Paused) != 0 || it.Result.Count(cluster.Unchanged) != len(before) || it.Result.Count(cluster.Configured) != 0 || !automated() {
-		t.Errorf("an unchanged tree: paused %v, %s, automated sync on: %v", it.Paused, changes(it), automated())
+	if len(it.Paused) != 0 || it.Result.Count(cluster.Unchanged) != len(before) || it.Result.Count(cluster.Configured) != 0 || !a.automated() {
+		t.Errorf("an unchanged tree: paused %v, %s, automated sync on: %v", it.Paused, changes(it), a.automated())
 	}
 	sameDump(t, before, snapshot())
 
-	// An edit takes that object over and pauses the Application; undoing
-	// it hands the object back and resumes the Application at once.
-	dir := filepath.Join(w.Dir, "apps", "web")
+	// An edit takes that object over and pauses the Application: Argo CD
+	// sees it OutOfSync and syncs nothing.
 	write(t, dir, map[string]string{"cm.yaml": cm("settings", "color: red")})
 	it = h.ok(t)
-	if len(it.Paused) != 1 || !strings.Contains(it.Paused[0], "Application/"+argoNS+"/web: automated sync off") || it.Result.Count(cluster.Configured) != 1 || automated() {
-		t.Errorf("one edit: paused %v, %s, automated sync on: %v", it.Paused, changes(it), automated())
+	if len(it.Paused) != 1 || !strings.Contains(it.Paused[0], "Application/"+argoNS+"/web: automated sync off") || it.Result.Count(cluster.Configured) != 1 || a.automated() {
+		t.Errorf("one edit: paused %v, %s, automated sync on: %v", it.Paused, changes(it), a.automated())
 	}
+	a.held("OutOfSync")
+	if data, _, _ := unstructured.NestedString(get(t, c, "v1", "ConfigMap", ns, "eu-settings").Object, "data", "color"); data != "red" {
+		t.Errorf("the session's edit is gone: color %q", data)
+	}
+
+	// Undoing it hands the object back and resumes the Application at
+	// once; Argo CD finds the cluster as it left it.
 	write(t, dir, map[string]string{"cm.yaml": cm("settings", "color: blue")})
 	it = h.ok(t)
-	if it.Result.Count(HandedBack) != 1 || !automated() || len(h.record(t, c).Owners) != 0 {
-		t.Errorf("the edit undone: %s, automated sync on: %v", changes(it), automated())
+	if it.Result.Count(HandedBack) != 1 || !a.automated() || len(h.record(t, c).Owners) != 0 {
+		t.Errorf("the edit undone: %s, automated sync on: %v", changes(it), a.automated())
 	}
 	sameDump(t, before, snapshot())
+	a.refresh()
+	if sync, _ := a.status(); sync != "Synced" || a.lastSync() != synced {
+		t.Errorf("handed back, Argo CD reports %s and synced at %q (first sync %q)", sync, a.lastSync(), synced)
+	}
 	h.stop(t)
 	sameDump(t, before, snapshot())
-	if !automated() {
+	if !a.automated() {
 		t.Error("the Application's automated sync is not back")
 	}
 }
@@ -375,25 +378,24 @@ spec:
 // A session on a folder an Argo CD Application owns removes what the
 // tree removes as Argo CD would prune it: an object dropped from the
 // kustomization is deleted and the Application's automated sync turned
-// off (a deleted object carries no mark); an object marked Prune=false
-// stays, saying so; putting the object back hands it back, recreated
-// with Argo CD's managed fields, automated sync on again. With an
-// automated sync that does not prune, nothing is deleted at all. The stop
-// leaves every object and the Application as they were.
+// off (a deleted object carries no mark), and the real Argo CD, asked to
+// compare, reports it missing and does not bring it back (with selfHeal
+// on, it would); an object marked Prune=false stays, saying so; putting
+// the object back hands it back as Argo CD had applied it, automated
+// sync on, and Argo CD finds nothing to sync. A tree that renders nothing
+// deletes nothing (Argo CD's automated sync does not wipe out an
+// Application without allowEmpty), and with an automated sync that does
+// not prune nothing is deleted at all. Then the same removals land in
+// git, and the real Argo CD does what the session did.
 func TestARunRemovesWhatArgoCDWouldPrune(t *testing.T) {
-	c := newClient(t)
-	ns, argoNS := testenv.Namespace("argoprune"), testenv.Namespace("argocd")
-	mkNamespace(t, c, ns)
-	mkNamespace(t, c, argoNS)
-	repo := "https://git.example.com/" + ns + "/fleet.git"
-	w := testenv.NewWork(t, "")
-	testenv.Git(t, w.Dir, "remote", "add", "origin", repo)
-	w.Write(map[string]string{
-		"apps/web/kustomization.yaml": "resources: [cm.yaml, keep.yaml]\n",
+	a := startRealArgo(t, "argoprune", map[string]string{
+		"apps/web/kustomization.yaml": "resources: [cm.yaml, keep.yaml, other.yaml]\n",
 		"apps/web/cm.yaml":            cm("settings", "color: blue"),
 		"apps/web/keep.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  annotations: {argocd.argoproj.io/sync-options: 'Prune=false,ServerSideApply=true'}\ndata: {v: '1'}\n",
-	}).Commit("fleet")
-	app := strings.NewReplacer("ARGONS", argoNS, "NS", ns, "REPO", repo).Replace(`apiVersion: argoproj.io/v1alpha1
+		"apps/web/other.yaml":         cm("other", "v: '1'"),
+	})
+	c, ns, argoNS := a.c, a.ns, a.argoNS
+	a.apply(`apiVersion: argoproj.io/v1alpha1
 kind: Application
 metadata: {name: web, namespace: ARGONS}
 spec:
@@ -403,73 +405,93 @@ spec:
     repoURL: REPO
     path: apps/web
     kustomize: {namePrefix: eu-}
-  syncPolicy: {automated: {prune: true}}
+  syncPolicy: {automated: {prune: true, selfHeal: true}}
 `)
-	applyAs(t, c, "kubectl", parse(t, ns, app))
-	argoSync(t, c, ns, app, w.Dir)
+	a.synced()
 	snapshot := func() map[string]string {
 		out := map[string]string{}
-		for _, name := range []string{"eu-settings", "keep", "eu-keep"} {
+		for _, name := range []string{"eu-settings", "keep", "eu-keep", "eu-other"} {
 			if u := get(t, c, "v1", "ConfigMap", ns, name); u != nil {
 				out[name] = managedContent(u)
 			}
 		}
-		a := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
-		out["Application"] = fmt.Sprint(a.Object["spec"])
+		out["Application"] = fmt.Sprint(a.app().Object["spec"])
 		return out
 	}
 	before := snapshot()
-	automated := func() bool {
-		a := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
-		_, ok, _ := unstructured.NestedMap(a.Object, "spec", "syncPolicy", "automated")
-		return ok
-	}
-	dir := filepath.Join(w.Dir, "apps", "web")
+	synced := a.lastSync()
+	dir := filepath.Join(a.work.Dir, "apps", "web")
 	h := runSession(t, c, RunOptions{Dir: dir})
 	<-h.started
-	if it := h.ok(t); it.Result.Changed() || it.Result.Count(cluster.Unchanged) != 2 {
+	if it := h.ok(t); it.Result.Changed() || it.Result.Count(cluster.Unchanged) != 3 {
 		t.Fatalf("an unchanged tree: %s", actions(it.Result))
 	}
+	const pruneFalse = "marked argocd.argoproj.io/sync-options: Prune=false, which Application/%s/web does not prune"
 
-	// Both dropped from the kustomization.
-	write(t, dir, map[string]string{"kustomization.yaml": "resources: []\n"})
+	// Two dropped from the kustomization.
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: [other.yaml]\n"})
 	it := h.ok(t)
 	if got := changes(it); got != "configmap/eu-keep kept\nconfigmap/eu-settings deleted" {
-		t.Errorf("both dropped:\n%s", got)
+		t.Errorf("two dropped:\n%s", got)
 	}
 	for _, ch := range it.Result.Changes {
-		if ch.Action == Kept && ch.Reason != "marked argocd.argoproj.io/sync-options: Prune=false, which Application/"+argoNS+"/web does not prune" {
-			t.Errorf("why eu-keep is kept: %q", ch.Reason)
+		if ch.Action == Kept && ch.Reason != fmt.Sprintf(pruneFalse, argoNS) {
+			t.Errorf("why %s is kept: %q, want %q", ch.Ref.Name, ch.Reason, fmt.Sprintf(pruneFalse, argoNS))
 		}
 	}
-	if len(it.Paused) != 1 || !strings.HasPrefix(it.Paused[0], "Application/"+argoNS+"/web: automated sync off") || automated() {
-		t.Errorf("paused %v, automated sync on %v", it.Paused, automated())
+	if len(it.Paused) != 1 || !strings.HasPrefix(it.Paused[0], "Application/"+argoNS+"/web: automated sync off") || a.automated() {
+		t.Errorf("paused %v, automated sync on %v", it.Paused, a.automated())
 	}
-	if get(t, c, "v1", "ConfigMap", ns, "eu-settings") != nil || get(t, c, "v1", "ConfigMap", ns, "eu-keep") == nil {
+	a.held("OutOfSync")
+	if a.exists("v1", "ConfigMap", "eu-settings") || !a.exists("v1", "ConfigMap", "eu-keep") {
 		t.Error("eu-settings should be gone and eu-keep kept")
 	}
 
 	// Put back: handed back as Argo CD had applied it, automated sync on.
-	write(t, dir, map[string]string{"kustomization.yaml": "resources: [cm.yaml, keep.yaml]\n"})
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: [cm.yaml, keep.yaml, other.yaml]\n"})
 	it = h.ok(t)
-	if got := changes(it); got != "configmap/eu-settings handed back" || !automated() || len(h.record(t, c).Owners) != 0 {
-		t.Errorf("put back: %s; automated sync on %v; owners %+v", got, automated(), h.record(t, c).Owners)
+	if got := changes(it); got != "configmap/eu-settings handed back" || !a.automated() || len(h.record(t, c).Owners) != 0 {
+		t.Errorf("put back: %s; automated sync on %v; owners %+v", got, a.automated(), h.record(t, c).Owners)
 	}
 	if d := differs(before, snapshot()); d != "" {
 		t.Errorf("after the put-back: %s", d)
 	}
+	a.refresh()
+	if sync, _ := a.status(); sync != "Synced" || a.lastSync() != synced {
+		t.Errorf("handed back, Argo CD reports %s and synced at %q (first sync %q)", sync, a.lastSync(), synced)
+	}
+
+	// All dropped: Argo CD's automated sync would not wipe the
+	// Application out, and the session deletes nothing.
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: []\n"})
+	it = h.ok(t)
+	if got := changes(it); got != "configmap/eu-keep kept\nconfigmap/eu-other kept\nconfigmap/eu-settings kept" || len(it.Paused) != 0 || !a.automated() {
+		t.Errorf("all dropped: %s, paused %v", got, it.Paused)
+	}
+	for _, ch := range it.Result.Changes {
+		if ch.Ref.Name != "eu-keep" && ch.Reason != "Application/"+argoNS+"/web would sync away every object it has, which its automated sync skips (spec.syncPolicy.automated.allowEmpty is not true)" {
+			t.Errorf("why %s is kept: %q", ch.Ref.Name, ch.Reason)
+		}
+	}
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: [cm.yaml, keep.yaml, other.yaml]\n"})
+	if it = h.ok(t); it.Result.Changed() {
+		t.Errorf("all back: %s", changes(it))
+	}
+	if d := differs(before, snapshot()); d != "" {
+		t.Errorf("after all back: %s", d)
+	}
 
 	// An automated sync that does not prune: Argo CD would leave the
 	// object, OutOfSync, and so does the session.
-	a := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "web")
-	unstructured.SetNestedField(a.Object, false, "spec", "syncPolicy", "automated", "prune")
-	if err := c.Kube().Update(context.Background(), a); err != nil {
+	app := a.app()
+	unstructured.SetNestedField(app.Object, false, "spec", "syncPolicy", "automated", "prune")
+	if err := c.Kube().Update(context.Background(), app); err != nil {
 		t.Fatal(err)
 	}
 	before = snapshot()
-	write(t, dir, map[string]string{"kustomization.yaml": "resources: [keep.yaml]\n"})
+	write(t, dir, map[string]string{"kustomization.yaml": "resources: [keep.yaml, other.yaml]\n"})
 	it = h.ok(t)
-	if got := changes(it); got != "configmap/eu-settings kept" || get(t, c, "v1", "ConfigMap", ns, "eu-settings") == nil || len(it.Paused) != 0 {
+	if got := changes(it); got != "configmap/eu-settings kept" || !a.exists("v1", "ConfigMap", "eu-settings") || len(it.Paused) != 0 {
 		t.Errorf("dropped under an automated sync without prune: %s, paused %v", got, it.Paused)
 	}
 	for _, ch := range it.Result.Changes {
@@ -481,24 +503,145 @@ spec:
 	if d := differs(before, snapshot()); d != "" {
 		t.Errorf("after the stop: %s", d)
 	}
+
+	// The same removals in git, and the real Argo CD does what the
+	// session did. Not pruning, it has nothing to sync but the removal,
+	// and leaves eu-settings OutOfSync, marked as needing a prune.
+	testenv.Git(t, a.work.Dir, "add", "-A")
+	testenv.Git(t, a.work.Dir, "commit", "-q", "-m", "drop the settings")
+	a.work.Push("main")
+	a.refresh()
+	a.eventually(90*time.Second, func() string {
+		sync, rev := a.status()
+		if rev != a.work.Head() || sync != "OutOfSync" || !a.requiresPruning("eu-settings") {
+			return fmt.Sprintf("Argo CD %s at %s, eu-settings needing a prune %v: want it OutOfSync at %s, needing one", sync, rev, a.requiresPruning("eu-settings"), a.work.Head())
+		}
+		return ""
+	})
+	if !a.exists("v1", "ConfigMap", "eu-settings") {
+		t.Error("Argo CD pruned eu-settings without prune: the session kept what Argo CD does not")
+	}
+	app = a.app()
+	unstructured.SetNestedField(app.Object, true, "spec", "syncPolicy", "automated", "prune")
+	if err := c.Kube().Update(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	// Pruning, all dropped: it refuses to wipe the Application out.
+	a.work.Write(map[string]string{"apps/web/kustomization.yaml": "resources: []\n"}).Commit("drop all")
+	a.work.Push("main")
+	a.refresh()
+	a.eventually(90*time.Second, func() string {
+		if _, rev := a.status(); rev != a.work.Head() || !strings.Contains(fmt.Sprint(a.app().Object["status"].(map[string]any)["conditions"]), "auto-sync will wipe out all resources") {
+			return fmt.Sprintf("Argo CD at %s: want it at %s, refusing to wipe the Application out", rev, a.work.Head())
+		}
+		return ""
+	})
+	for _, name := range []string{"eu-settings", "eu-keep", "eu-other"} {
+		if !a.exists("v1", "ConfigMap", name) {
+			t.Errorf("Argo CD deleted %s with every object dropped: the session kept what Argo CD does not", name)
+		}
+	}
+	// Pruning, two dropped: it deletes eu-settings and keeps eu-keep,
+	// as the session did.
+	a.work.Write(map[string]string{"apps/web/kustomization.yaml": "resources: [other.yaml]\n"}).Commit("drop two")
+	a.work.Push("main")
+	a.refresh()
+	a.eventually(90*time.Second, func() string {
+		if _, rev := a.status(); rev != a.work.Head() || a.exists("v1", "ConfigMap", "eu-settings") {
+			return fmt.Sprintf("Argo CD at %s, eu-settings there %v: want it pruned at %s", rev, a.exists("v1", "ConfigMap", "eu-settings"), a.work.Head())
+		}
+		return ""
+	})
+	if !a.exists("v1", "ConfigMap", "eu-keep") {
+		t.Error("Argo CD pruned eu-keep, marked Prune=false: the session kept what Argo CD does not")
+	}
 }
 
-// argoSync applies what Argo CD applies for the Application app: its
-// repo-server's manifests of the checkout root, in the destination
-// namespace ns, applied as its controller does.
-func argoSync(t *testing.T, c *cluster.Client, ns, app, root string) {
-	t.Helper()
-	var objs []cluster.Object
-	for _, o := range parse(t, ns, testenv.ArgoManifests(t, app, root)) {
-		if o.GetKind() == "" {
-			continue
-		}
-		if o.GetNamespace() == "" {
-			o.SetNamespace(ns)
-		}
-		objs = append(objs, o)
+// An Application another Application applies from git (an app of apps)
+// is paused by argocd.argoproj.io/skip-reconcile, not by turning its
+// automated sync off, which the parent's self-heal would put back: against
+// the real Argo CD, the parent, asked to compare, leaves the annotation,
+// and the child leaves the session's edit; the stop hands both back, and
+// Argo CD finds nothing to sync.
+func TestAnAppOfAppsChildsPauseHoldsAgainstTheRealArgoCD(t *testing.T) {
+	a := startRealArgo(t, "argochild", nil)
+	c, ns, argoNS := a.c, a.ns, a.argoNS
+	a.work.Write(map[string]string{
+		"apps/web.yaml": a.expand(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: web, namespace: ARGONS}
+spec:
+  project: default
+  destination: {server: https://kubernetes.default.svc, namespace: NS}
+  source: {repoURL: REPO, path: web}
+  syncPolicy: {automated: {prune: true, selfHeal: true}}
+`),
+		"web/kustomization.yaml": "resources: [cm.yaml]\n",
+		"web/cm.yaml":            cm("settings", "color: blue"),
+	}).Commit("apps")
+	a.work.Push("main")
+	a.apply(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: root, namespace: ARGONS}
+spec:
+  project: default
+  destination: {server: https://kubernetes.default.svc, namespace: ARGONS}
+  source: {repoURL: REPO, path: apps}
+  syncPolicy: {automated: {prune: true, selfHeal: true}}
+`)
+	root := &realArgo{t: t, c: c, ns: argoNS, argoNS: argoNS, url: a.url, work: a.work, argo: a.argo, name: "root"}
+	root.synced()
+	a.synced()
+	color := func() string {
+		v, _, _ := unstructured.NestedString(get(t, c, "v1", "ConfigMap", ns, "settings").Object, "data", "color")
+		return v
 	}
-	applyAs(t, c, "argocd-controller", objs)
+	rootSynced, webSynced := root.lastSync(), a.lastSync()
+
+	dir := filepath.Join(a.work.Dir, "web")
+	h := runSession(t, c, RunOptions{Dir: dir})
+	<-h.started
+	h.ok(t)
+	write(t, dir, map[string]string{"cm.yaml": cm("settings", "color: red")})
+	it := h.ok(t)
+	if len(it.Paused) != 1 || !strings.HasPrefix(it.Paused[0], "Application/"+argoNS+"/web: argocd.argoproj.io/skip-reconcile=true (applied by Application/"+argoNS+"/root") {
+		t.Errorf("paused %v", it.Paused)
+	}
+	// The parent compares its apps with git and finds web as git has it
+	// (an annotation git does not set is not a difference): it syncs
+	// nothing, and the annotation stays.
+	root.refresh()
+	if sync, _ := root.status(); sync != "Synced" || root.lastSync() != rootSynced || a.app().GetAnnotations()[annotationArgoSkip] != "true" {
+		t.Errorf("the parent reports %s, synced at %q (was %q); web's skip-reconcile %q", sync, root.lastSync(), rootSynced, a.app().GetAnnotations()[annotationArgoSkip])
+	}
+	// The child, asked to compare, is not reconciled at all: Argo CD
+	// leaves the refresh asked for, and the edit. Its self-heal takes
+	// about a second (TestARunAppliesWhatArgoCDAppliesSoNothingDiffers,
+	// whose pause broken fails so).
+	if err := mergePatch(context.Background(), c.Kube(), a.app(), map[string]any{"metadata": map[string]any{"annotations": map[string]any{"argocd.argoproj.io/refresh": "hard"}}}, "refreshing"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	if _, asked := a.app().GetAnnotations()["argocd.argoproj.io/refresh"]; !asked || color() != "red" || a.lastSync() != webSynced {
+		t.Errorf("web reconciled under skip-reconcile: refresh still asked %v, color %s, synced at %q (was %q)", asked, color(), a.lastSync(), webSynced)
+	}
+	h.stop(t)
+	// Handed back: the annotation gone, Argo CD compares web (the refresh
+	// asked for) and finds the ConfigMap as git has it.
+	a.eventually(60*time.Second, func() string {
+		if _, asked := a.app().GetAnnotations()["argocd.argoproj.io/refresh"]; asked {
+			return "Argo CD has not refreshed web since its hand-back"
+		}
+		return ""
+	})
+	a.refresh()
+	if sync, _ := a.status(); sync != "Synced" || a.lastSync() != webSynced || color() != "blue" || a.app().GetAnnotations()[annotationArgoSkip] != "" {
+		t.Errorf("handed back, web reports %s, synced at %q (was %q), color %s, skip-reconcile %q", sync, a.lastSync(), webSynced, color(), a.app().GetAnnotations()[annotationArgoSkip])
+	}
+	root.refresh()
+	if sync, _ := root.status(); sync != "Synced" || root.lastSync() != rootSynced {
+		t.Errorf("handed back, the parent reports %s, synced at %q (was %q)", sync, root.lastSync(), rootSynced)
+	}
 }
 
 // managedContent is an object's content and managed fields (who applied
@@ -520,4 +663,161 @@ func managedContent(u *unstructured.Unstructured) string {
 	obj["managedFields"] = mfs
 	data, _ := yaml.Marshal(obj)
 	return string(data)
+}
+
+// realArgo is a fleet served over smart HTTP on loopback and the real
+// Argo CD (application controller, repo-server) syncing the Applications
+// of its namespace from it: what the session tests claim Argo CD does is
+// checked against what it does.
+type realArgo struct {
+	t          *testing.T
+	c          *cluster.Client
+	ns, argoNS string
+	url        string
+	work       *testenv.Work
+	argo       *testenv.ArgoCD
+	// name is the Application's the helpers look at: "web" unless set.
+	name string
+}
+
+func startRealArgo(t *testing.T, prefix string, files map[string]string) *realArgo {
+	t.Helper()
+	c := newClient(t)
+	a := &realArgo{t: t, c: c, ns: testenv.Namespace(prefix), argoNS: testenv.Namespace("argocd")}
+	mkNamespace(t, c, a.ns)
+	mkNamespace(t, c, a.argoNS)
+	git := testenv.NewGitServer(t)
+	a.url = git.CreateRepo(t, "fleet")
+	a.work = testenv.NewWork(t, a.url)
+	if files != nil {
+		a.work.Write(files).Commit("fleet")
+		a.work.Push("main")
+	}
+	// A long resync: every comparison a test relies on is asked for
+	// (refresh), or follows a change Argo CD watches.
+	a.argo = testenv.StartArgoCD(t, cp.Kubeconfig, a.argoNS, 3*time.Minute, func(y string) { applyAs(t, c, "kubectl", parse(t, a.ns, y)) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Argo CD's logs:\n%s", a.argo.Logs(200))
+		}
+	})
+	return a
+}
+
+func (a *realArgo) expand(s string) string {
+	return strings.NewReplacer("ARGONS", a.argoNS, "NS", a.ns, "REPO", a.url).Replace(s)
+}
+
+// apply applies objects as a person would with kubectl.
+func (a *realArgo) apply(docs string) {
+	a.t.Helper()
+	applyAs(a.t, a.c, "kubectl", parse(a.t, a.ns, a.expand(docs)))
+}
+
+func (a *realArgo) app() *unstructured.Unstructured {
+	a.t.Helper()
+	name := a.name
+	if name == "" {
+		name = "web"
+	}
+	return get(a.t, a.c, "argoproj.io/v1alpha1", "Application", a.argoNS, name)
+}
+
+func (a *realArgo) automated() bool {
+	_, ok, _ := unstructured.NestedMap(a.app().Object, "spec", "syncPolicy", "automated")
+	return ok
+}
+
+// status is the Application's sync status and the revision compared.
+func (a *realArgo) status() (sync, revision string) {
+	app := a.app()
+	sync, _, _ = unstructured.NestedString(app.Object, "status", "sync", "status")
+	revision, _, _ = unstructured.NestedString(app.Object, "status", "sync", "revision")
+	return sync, revision
+}
+
+// lastSync is when Argo CD's last sync operation started ("" for none).
+func (a *realArgo) lastSync() string {
+	at, _, _ := unstructured.NestedString(a.app().Object, "status", "operationState", "startedAt")
+	return at
+}
+
+// synced waits until Argo CD has synced the head of the fleet: the
+// Application Synced at it, its last sync operation over and succeeded.
+func (a *realArgo) synced() {
+	a.t.Helper()
+	head := a.work.Head()
+	a.eventually(90*time.Second, func() string {
+		app := a.app()
+		sync, rev := a.status()
+		phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
+		if sync != "Synced" || rev != head || phase != "Succeeded" {
+			conds, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
+			msg, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "message")
+			return fmt.Sprintf("Application %s %s at %q (want Synced at %s), last sync %q %s, conditions %v", app.GetName(), sync, rev, head, phase, msg, conds)
+		}
+		return ""
+	})
+}
+
+// refresh asks Argo CD to compare the Application with git and the
+// cluster now, as `argocd app get --refresh` does, and waits until it
+// has (it takes the annotation off once it has).
+func (a *realArgo) refresh() {
+	a.t.Helper()
+	if err := mergePatch(context.Background(), a.c.Kube(), a.app(), map[string]any{"metadata": map[string]any{"annotations": map[string]any{"argocd.argoproj.io/refresh": "normal"}}}, "refreshing"); err != nil {
+		a.t.Fatal(err)
+	}
+	a.eventually(60*time.Second, func() string {
+		if _, asked := a.app().GetAnnotations()["argocd.argoproj.io/refresh"]; asked {
+			return "Argo CD has not refreshed the Application"
+		}
+		return ""
+	})
+}
+
+// held refreshes the Application twice and fails the test if Argo CD
+// ran a sync meanwhile: it compared the cluster with git, found it
+// differs (want is the sync status it must report), and left it.
+func (a *realArgo) held(want string) {
+	a.t.Helper()
+	before := a.lastSync()
+	a.refresh()
+	a.refresh()
+	if sync, _ := a.status(); sync != want || a.lastSync() != before {
+		a.t.Errorf("Argo CD reports %s (want %s), its last sync started %q (was %q): the pause did not hold", sync, want, a.lastSync(), before)
+	}
+}
+
+// requiresPruning says whether Argo CD reports the ConfigMap name as one
+// git no longer has, left in the cluster.
+func (a *realArgo) requiresPruning(name string) bool {
+	resources, _, _ := unstructured.NestedSlice(a.app().Object, "status", "resources")
+	for _, r := range resources {
+		if r, _ := r.(map[string]any); r["kind"] == "ConfigMap" && r["name"] == name {
+			prune, _ := r["requiresPruning"].(bool)
+			return prune
+		}
+	}
+	return false
+}
+
+func (a *realArgo) exists(apiVersion, kind, name string) bool {
+	a.t.Helper()
+	return get(a.t, a.c, apiVersion, kind, a.ns, name) != nil
+}
+
+func (a *realArgo) eventually(timeout time.Duration, check func() string) {
+	a.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		why := check()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("after %s: %s", timeout, why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -103,6 +103,11 @@ func (s *Session) handBack(ctx context.Context, refs []cluster.Ref) error {
 		if _, err := restoreObject(ctx, s.c.Kube(), *sv, other); err != nil {
 			return fmt.Errorf("handing back %s: %w", ref.Subject(), err)
 		}
+	}
+	for _, o := range s.rec.Owners {
+		awaitArgoSees(ctx, s.c.Kube(), o, refs)
+	}
+	for _, ref := range refs {
 		s.rec.Saved = slices.DeleteFunc(s.rec.Saved, func(v Saved) bool { return sameObject(v.Ref, ref) })
 		s.rec.Applied = slices.DeleteFunc(s.rec.Applied, is(ref))
 		for i := range s.rec.Owners {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/owner"
 )
 
 // GitOps kinds whose objects own workloads.
@@ -72,7 +74,7 @@ func (s *Session) ownerObjects(ctx context.Context, live *unstructured.Unstructu
 		ns, name, found := strings.Cut(app, "_")
 		if !found {
 			var err error
-			if ns, err = s.argoNamespace(ctx, app); err != nil {
+			if ns, err = s.argoNamespace(ctx, app, annotations[owner.ArgoInstallationID]); err != nil {
 				return nil, err
 			}
 			name = app
@@ -96,9 +98,11 @@ func (s *Session) ownerObjects(ctx context.Context, live *unstructured.Unstructu
 	return present, nil
 }
 
-// argoNamespace finds the namespace of the Argo CD Application named app:
-// the one there is, or the one in "argocd" when several share the name.
-func (s *Session) argoNamespace(ctx context.Context, app string) (string, error) {
+// argoNamespace finds the namespace of the Argo CD Application named app,
+// of the Argo CD installation whose argocd-cm installationID is
+// installation (Argo CD's mark of what it applied, "" for none): the one
+// there is, or the one in "argocd" when several share the name.
+func (s *Session) argoNamespace(ctx context.Context, app, installation string) (string, error) {
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(argoApplication.GroupVersion().WithKind("ApplicationList"))
 	if err := s.c.Kube().List(ctx, l); err != nil {
@@ -109,7 +113,15 @@ func (s *Session) argoNamespace(ctx context.Context, app string) (string, error)
 	}
 	var namespaces []string
 	for _, a := range l.Items {
-		if a.GetName() == app {
+		if a.GetName() != app {
+			continue
+		}
+		var cm corev1.ConfigMap
+		err := s.c.Kube().Get(ctx, client.ObjectKey{Namespace: a.GetNamespace(), Name: "argocd-cm"}, &cm)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("reading argocd-cm in %s: %w", a.GetNamespace(), err)
+		}
+		if cm.Data["installationID"] == installation {
 			namespaces = append(namespaces, a.GetNamespace())
 		}
 	}
@@ -292,6 +304,80 @@ func resume(ctx context.Context, c client.Client, o Owner, session string) error
 		}
 	}
 	return nil
+}
+
+// argoSettle bounds how long a hand-back waits for Argo CD to see the
+// objects put back before an Application's automated sync is on again.
+var argoSettle = 5 * time.Second
+
+// argoCacheSettle is how long a hand-back gives Argo CD's cluster cache to
+// take in the objects put back before an Application paused by
+// skip-reconcile is compared again.
+var argoCacheSettle = time.Second
+
+// awaitArgoSees waits, before the automated sync of an Application the
+// session turned off is turned on again, until Argo CD has compared the
+// objects put back (restored; those it tracks) and found them as git has
+// them: turned on
+// while its cache still lacks an object just recreated, its self-heal
+// syncs at once, applying the object again. An Application no controller
+// reconciles (no status.reconciledAt) is not waited for; past argoSettle
+// the hand-back goes on, and Argo CD syncs what it still finds missing.
+//
+// An Application paused by skip-reconcile is not compared meanwhile, so
+// its status cannot say: it is resumed argoCacheSettle after the objects
+// were put back, for Argo CD's cluster cache (which takes in the cluster's
+// changes in batches, every 100 ms by default) to have them.
+func awaitArgoSees(ctx context.Context, c client.Client, o Owner, restored []cluster.Ref) {
+	if o.Ref.Kind != argoApplication.Kind || o.How != HowAutoSyncOff && o.How != HowSkipReconcile || len(restored) == 0 {
+		return
+	}
+	if o.How == HowSkipReconcile {
+		u, err := getRef(ctx, c, o.Ref)
+		if at, _, _ := unstructured.NestedString(u.Object, "status", "reconciledAt"); err != nil || at == "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(argoCacheSettle):
+		}
+		return
+	}
+	deadline := time.Now().Add(argoSettle)
+	for {
+		u, err := getRef(ctx, c, o.Ref)
+		if err != nil || argoSees(u, restored) || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// argoSees reports whether an Application's status, as its controller
+// last compared it, has each of refs as git has it (or does not track it),
+// or whether no controller reconciles it.
+func argoSees(app *unstructured.Unstructured, refs []cluster.Ref) bool {
+	if at, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt"); at == "" {
+		return true
+	}
+	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+	for _, ref := range refs {
+		for _, r := range resources {
+			m, _ := r.(map[string]any)
+			group, _ := m["group"].(string)
+			kind, _ := m["kind"].(string)
+			ns, _ := m["namespace"].(string)
+			name, _ := m["name"].(string)
+			if group == ref.Group && kind == ref.Kind && ns == ref.Namespace && name == ref.Name && m["status"] != "Synced" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func mergePatch(ctx context.Context, c client.Client, u *unstructured.Unstructured, patch map[string]any, verb string) error {

@@ -84,7 +84,7 @@ func (s *Session) remove(ctx context.Context, applied, rendered []cluster.Object
 		if err != nil {
 			return nil, err
 		}
-		if why := unpruned(live, owners, s.rec); why != "" {
+		if why := unpruned(live, owners, s.rec, len(rendered) == 0); why != "" {
 			changes = append(changes, cluster.Change{Ref: ref, Action: Kept, Reason: why})
 			continue
 		}
@@ -240,9 +240,11 @@ func deletedWhy(o Owner) string {
 // marked kustomize.toolkit.fluxcd.io/prune: disabled; an Argo CD
 // Application whose automated sync does not prune, or an object of it
 // marked Prune=false; a Helm release's object marked
-// helm.sh/resource-policy: keep. An owner the session paused is judged by
-// its settings from before (rec).
-func unpruned(live *unstructured.Unstructured, owners []*unstructured.Unstructured, rec *Record) string {
+// helm.sh/resource-policy: keep; and every object of an Application whose
+// source renders nothing (emptied), when its automated sync does not
+// allowEmpty: Argo CD skips a sync that would delete all it has. An owner
+// the session paused is judged by its settings from before (rec).
+func unpruned(live *unstructured.Unstructured, owners []*unstructured.Unstructured, rec *Record, emptied bool) string {
 	a := live.GetAnnotations()
 	for _, u := range owners {
 		ref := cluster.RefOf(u)
@@ -260,8 +262,12 @@ func unpruned(live *unstructured.Unstructured, owners []*unstructured.Unstructur
 					return fmt.Sprintf("marked %s: Prune=false, which %s does not prune", annotationArgoSync, ref.Subject())
 				}
 			}
-			if !argoPrunes(u, rec) {
+			automated := argoAutomated(u, rec)
+			if automated["prune"] != true {
 				return fmt.Sprintf("%s syncs without pruning (spec.syncPolicy.automated.prune is not true): Argo CD would show it OutOfSync, requiring pruning", ref.Subject())
+			}
+			if emptied && automated["allowEmpty"] != true {
+				return fmt.Sprintf("%s would sync away every object it has, which its automated sync skips (spec.syncPolicy.automated.allowEmpty is not true)", ref.Subject())
 			}
 		case fluxHelmRelease.Kind:
 			if a[annotationHelmPolicy] == "keep" {
@@ -275,19 +281,20 @@ func unpruned(live *unstructured.Unstructured, owners []*unstructured.Unstructur
 	return ""
 }
 
-// argoPrunes reports whether an Application prunes what its source no
-// longer has: only its automated sync with prune: true does, unasked. A
-// session that turned the automated sync off judges by what it was.
-func argoPrunes(app *unstructured.Unstructured, rec *Record) bool {
-	automated, found, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy", "automated")
+// argoAutomated is an Application's automated sync policy (nil: none),
+// which alone prunes what its source no longer has, unasked (with prune:
+// true). A session that turned the automated sync off judges by what it
+// was.
+func argoAutomated(app *unstructured.Unstructured, rec *Record) map[string]any {
+	automated, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "syncPolicy", "automated")
 	if i := rec.ownerIndex(cluster.RefOf(app)); i >= 0 && rec.Owners[i].How == HowAutoSyncOff {
-		automated, found = nil, false
-		if err := json.Unmarshal(priorSetting(app, rec.Owners[i]), &automated); err == nil && automated != nil {
-			found = true
+		automated = nil
+		if err := json.Unmarshal(priorSetting(app, rec.Owners[i]), &automated); err != nil {
+			automated = nil
 		}
 	}
-	m, ok := automated.(map[string]any)
-	return found && ok && m["prune"] == true
+	m, _ := automated.(map[string]any)
+	return m
 }
 
 // priorSetting is an owner's paused setting as it was before any session:

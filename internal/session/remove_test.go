@@ -591,7 +591,7 @@ func TestAHelmKeptObjectWithoutAnOwnerIsKept(t *testing.T) {
 		{map[string]string{annotationHelmRelease: "web"}, ""},
 		{map[string]string{annotationHelmPolicy: "keep"}, ""},
 	} {
-		if got := unpruned(obj(tc.annotations), nil, &Record{}); got != tc.want {
+		if got := unpruned(obj(tc.annotations), nil, &Record{}, false); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.annotations, got, tc.want)
 		}
 	}

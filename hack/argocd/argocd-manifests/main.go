@@ -5,7 +5,7 @@
 // folder as an Application to. It runs the kustomize and helm binaries on
 // PATH, as the repo-server does.
 //
-//	argocd-manifests -app app.yaml -root CHECKOUT [-source N] [-tracking annotation|label|annotation+label] [-control-plane argocd] [-hooks]
+//	argocd-manifests -app app.yaml -root CHECKOUT [-source N] [-tracking annotation|label|annotation+label] [-installation-id ID] [-control-plane argocd] [-hooks]
 //
 // With -hooks it prints instead, for each manifest, what Argo CD's sync
 // makes of it (gitops-engine's own hook classification): whether it is a
@@ -48,11 +48,12 @@ func main() {
 	root := flag.String("root", "", "the checkout of its source's repository")
 	index := flag.Int("source", 0, "which of spec.sources (a multi-source Application)")
 	tracking := flag.String("tracking", "annotation", "resource tracking method")
+	installation := flag.String("installation-id", "", "argocd-cm's installationID")
 	controlPlane := flag.String("control-plane", "argocd", "Argo CD's own namespace")
 	hooks := flag.Bool("hooks", false, "print each manifest's hook classification instead")
 	plainHTTP := flag.Bool("oci-plain-http", false, "reach an oci:// source's registry over plain HTTP")
 	flag.Parse()
-	if err := run(*appFile, *root, *index, *tracking, *controlPlane, *hooks, *plainHTTP); err != nil {
+	if err := run(*appFile, *root, *index, *tracking, *installation, *controlPlane, *hooks, *plainHTTP); err != nil {
 		fmt.Fprintln(os.Stderr, "argocd-manifests:", err)
 		os.Exit(1)
 	}
@@ -62,7 +63,7 @@ func main() {
 // --oci-layer-media-types (cmd/argocd-repo-server).
 var repoServerLayerMediaTypes = []string{"application/vnd.oci.image.layer.v1.tar", "application/vnd.oci.image.layer.v1.tar+gzip", "application/vnd.cncf.helm.chart.content.v1.tar+gzip"}
 
-func run(appFile, root string, index int, tracking, controlPlane string, hooks, plainHTTP bool) error {
+func run(appFile, root string, index int, tracking, installation, controlPlane string, hooks, plainHTTP bool) error {
 	data, err := os.ReadFile(appFile)
 	if err != nil {
 		return err
@@ -112,6 +113,7 @@ func run(appFile, root string, index int, tracking, controlPlane string, hooks, 
 		ApplicationSource:  &src,
 		KustomizeOptions:   &v1alpha1.KustomizeOptions{},
 		TrackingMethod:     tracking,
+		InstallationID:     installation,
 		HasMultipleSources: app.Spec.HasMultipleSources(),
 		RefSources:         refs,
 		ProjectSourceRepos: []string{"*"},
