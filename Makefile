@@ -18,7 +18,7 @@ build:
 
 # What the tests need, built once into bin/ (most of the 35 minutes a cold make test takes on 2 cores): the
 # control plane (kube-apiserver, etcd, kube-controller-manager), the helm
-# and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for), the cosign and Notation CLIs tests sign images with (and Fulcio, a timestamp authority and Rekor over Trillian and Debian's MariaDB, for keyless signing), the Flux controllers and
+# and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for, and HashiCorp Vault's dev server, whose transit keys they encrypt with), the cosign and Notation CLIs tests sign images with (and Fulcio, a timestamp authority and Rekor over Trillian and Debian's MariaDB, for keyless signing), the Flux controllers and
 # Argo CD's ApplicationSet controller, application controller and repo-server (with Debian's
 # redis-server) live sessions hand clusters back to,
 # Argo CD's own manifest generation renders as an Application are compared with,
@@ -31,6 +31,7 @@ tools:
 	hack/kustomize/build.sh >/dev/null
 	hack/sops/build.sh >/dev/null
 	hack/local-kms/build.sh >/dev/null
+	hack/vault/build.sh >/dev/null
 	hack/cosign/build.sh >/dev/null
 	hack/notation/build.sh >/dev/null
 	hack/flux/build.sh >/dev/null

@@ -281,7 +281,8 @@ func (s *soak) run() error {
 		for i := range s.replicas {
 			select {
 			case <-s.replicas[i].exited:
-				s.logf("replica %d exited; started again", i)
+				// Why, kept: the work folder goes at the end.
+				s.logf("replica %d exited (%s); started again; its log's last lines:\n%s", i, s.replicas[i].cmd.ProcessState, lastLines(filepath.Join(s.work, fmt.Sprintf("controller-%d.log", i)), 8))
 				if err := s.startReplica(i); err != nil {
 					s.logf("starting replica %d: %v", i, err)
 				}
@@ -670,4 +671,14 @@ var versionRE = regexp.MustCompile(`v: ['"](\d+)['"]`)
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// lastLines is the last n lines of a file, indented.
+func lastLines(path string, n int) string {
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + strings.Join(lines, "\n    ")
 }

@@ -351,6 +351,40 @@ func TestSOPSFilesEncryptedForAnAWSKMSKey(t *testing.T) {
 	}
 }
 
+// A file encrypted with a Vault transit key (by the real sops CLI,
+// against HashiCorp Vault's dev server) decrypts with the Vault token of
+// the decryption Secret (sops.vault-token, as kustomize-controller reads
+// it), sent to the Vault the file names; Vault itself refuses a token
+// that may only encrypt, and one it never issued.
+func TestSOPSFilesEncryptedWithAVaultTransitKey(t *testing.T) {
+	noOwnKeys(t)
+	vault := testenv.StartVault(t)
+	key := vault.TransitKey(t, "fleet")
+	enc := testenv.SOPSEncryptFile(t, "db.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: vault-s3cret}\n",
+		[]string{"VAULT_ADDR=" + vault.Addr, "VAULT_TOKEN=" + vault.RootToken}, "--hc-vault-transit", key, "--encrypted-regex", "^(data|stringData)$")
+	if !strings.Contains(enc, "hc_vault:") || !strings.Contains(enc, vault.Addr) {
+		t.Fatalf("not encrypted for %s:\n%s", key, enc)
+	}
+	root := tree(t, map[string]string{"apps/db.yaml": enc})
+	decrypt := vault.Token(t, "decrypt", `path "sops/decrypt/fleet" { capabilities = ["update"] }`)
+	encrypt := vault.Token(t, "encrypt", `path "sops/encrypt/fleet" { capabilities = ["update"] }`)
+
+	for name, token := range map[string]string{"a token that may only encrypt": encrypt, "a token Vault never issued": "hvs.not-a-token"} {
+		f := sopsFlux(t, map[string][]byte{"sops.vault-token": []byte(token)})
+		if _, err := renderAs(t, f, root, "apps"); err == nil || !strings.Contains(err.Error(), "fleet") || strings.Contains(err.Error(), token) {
+			t.Errorf("%s: %v, want Vault's refusal naming the key, not the token", name, err)
+		}
+	}
+	f := sopsFlux(t, map[string][]byte{"sops.vault-token": []byte(decrypt + "\n")})
+	objs, err := renderAs(t, f, root, "apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := secretValue(t, objs, "db", "password"); got != "vault-s3cret" {
+		t.Errorf("db's password = %s", got)
+	}
+}
+
 // secretValue is a value of a rendered Secret's data, decoded (a
 // render moves stringData into data, as kustomize-controller applies
 // it).
