@@ -6,9 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/storage"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // A clone of the cache gathers a pack with every fetch and every write.
@@ -57,7 +61,10 @@ func (r *Repo) compact() {
 			return // every pack is recent: nothing may go yet
 		}
 	}
-	err := r.git.RepackObjects(&git.RepackConfig{OnlyDeletePacksOlderThan: cutoff})
+	packer, err := git.Open(r.serialObjects(), nil)
+	if err == nil {
+		err = packer.RepackObjects(&git.RepackConfig{OnlyDeletePacksOlderThan: cutoff})
+	}
 	if err == nil {
 		var g *git.Repository
 		if g, err = openClone(r.root); err == nil {
@@ -141,4 +148,48 @@ func (c *Cache) closeIdle(now time.Time) {
 	for _, r := range idle {
 		r.closeFiles()
 	}
+}
+
+// serialObjects is the clone's storage, its objects read one at a time:
+// what go-git's packfile encoder (a push, a compaction) is given. The
+// encoder's delta search reads objects from a goroutine per object type,
+// and the storage's open pack files (kept in a map, read at an offset)
+// are not safe to share: two reads at once crashed a controller
+// ("concurrent map read and map write") in an hour's soak. The contents
+// the encoder reads afterwards open files of their own.
+func (r *Repo) serialObjects() storage.Storer {
+	st, ok := r.git.Storer.(*filesystem.Storage)
+	if !ok {
+		return r.git.Storer // not a clone's (a test's in-memory repository)
+	}
+	return &serialStorage{Storage: st}
+}
+
+type serialStorage struct {
+	*filesystem.Storage
+	mu sync.Mutex
+}
+
+func (s *serialStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Storage.EncodedObject(t, h)
+}
+
+func (s *serialStorage) DeltaObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Storage.DeltaObject(t, h)
+}
+
+func (s *serialStorage) EncodedObjectSize(h plumbing.Hash) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Storage.EncodedObjectSize(h)
+}
+
+func (s *serialStorage) HasEncodedObject(h plumbing.Hash) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Storage.HasEncodedObject(h)
 }

@@ -3,14 +3,17 @@ package source
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"sluice.dev/sluice/internal/testenv"
@@ -239,5 +242,79 @@ func TestABusyClonesPacksAndOpenFilesStayBounded(t *testing.T) {
 	}
 	if got := readAt(t, r, commits[0], "a"); got != "0\n" {
 		t.Errorf("the idle clone read again: %q", got)
+	}
+}
+
+// Packing a clone (a push, a compaction) reads its objects through go-git's
+// encoder, whose delta search runs a goroutine per object type: spread over
+// more packs than a clone keeps open, those reads open and close pack files
+// at once. Before the storage the encoder is given read them one at a time,
+// reads at once crashed the process ("concurrent map read and map write"
+// in the storage's map of open pack files, or an index out of its list),
+// as a controller crashed in a soak. Without it this test crashes so, 3
+// runs in 3.
+func TestPackingAClonesObjectsReadsThemOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	cache := NewCache(t.TempDir())
+	every := ContextWithMaxAge(ctx, time.Nanosecond)
+	var r *Repo
+	big := strings.Repeat("a line of a file that changes a little at each commit\n", 200)
+	files := map[string]string{}
+	for i := range 100 {
+		files[fmt.Sprintf("dir/file-with-a-long-name-%03d", i)] = fmt.Sprintf("%d\n", i)
+	}
+	w.Write(files)
+	for i := range 6 * maxOpenPacks {
+		// A commit, two trees and blobs, most of them stored as deltas of
+		// the commit before's (blobs and trees: the delta search's two
+		// goroutines); the first fetch takes half of them in one
+		// pack, the others a pack each.
+		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i), "dir/big": fmt.Sprintf("%d\n%s", i, big)}).Commit(fmt.Sprint(i))
+		if i < 3*maxOpenPacks {
+			continue
+		}
+		w.Push("main")
+		var err error
+		if r, err = cache.Open(every, mustLoc(t, url), OpenOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hashes []plumbing.Hash
+	iter, err := r.git.Storer.IterEncodedObjects(plumbing.AnyObject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iter.ForEach(func(o plumbing.EncodedObject) error { hashes = append(hashes, o.Hash()); return nil })
+	if n := len(packTimes(r.Root())); len(hashes) < 100 || n <= maxOpenPacks {
+		t.Fatalf("%d objects in %d packs: the test needs many objects, in more packs than a clone keeps open", len(hashes), n)
+	}
+	// What the encoder does from its goroutines, many times over: reads of
+	// objects spread over more packs than the clone keeps open.
+	objs := r.serialObjects()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range 20 {
+				for i := range hashes {
+					h := hashes[(i*(g+1)+k)%len(hashes)]
+					if _, err := objs.EncodedObject(plumbing.AnyObject, h); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for range 30 {
+		if c, ok := r.git.Storer.(interface{ Close() error }); ok {
+			c.Close() // every pack read anew
+		}
+		if _, err := packfile.NewEncoder(io.Discard, objs, false).Encode(hashes, 10); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -101,7 +101,7 @@ func (r *Repo) pushCommits(ctx context.Context, url string, auth transport.AuthM
 	req.Packfile = rd
 	encoded := make(chan error, 1)
 	go func() {
-		e := packfile.NewEncoder(wr, r.git.Storer, !ar.Capabilities.Supports(capability.OFSDelta))
+		e := packfile.NewEncoder(wr, r.serialObjects(), !ar.Capabilities.Supports(capability.OFSDelta))
 		if _, err := e.Encode(hashes, 10); err != nil {
 			encoded <- wr.CloseWithError(err)
 			return
