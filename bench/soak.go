@@ -673,12 +673,19 @@ func atoi(s string) int {
 	return n
 }
 
-// lastLines is the last n lines of a file, indented.
+// lastLines is the last n lines of a file, indented, after the last line
+// that says why a Go program died (a panic, a fatal error), if any.
 func lastLines(path string, n int) string {
 	data, _ := os.ReadFile(path)
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	why := ""
+	for _, l := range lines {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+			why = "    " + l + "\n    ...\n"
+		}
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return "    " + strings.Join(lines, "\n    ")
+	return why + "    " + strings.Join(lines, "\n    ")
 }
