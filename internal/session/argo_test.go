@@ -592,6 +592,13 @@ spec:
 	root := &realArgo{t: t, c: c, ns: argoNS, argoNS: argoNS, url: a.url, work: a.work, argo: a.argo, name: "root"}
 	root.synced()
 	a.synced()
+	// Argo CD reads skip-reconcile when it starts a reconcile: one under
+	// way when the session pauses web could still sync the edit away
+	// (noted, not handled: the session applies it again at its next
+	// iteration). The test pauses web once Argo CD has nothing under
+	// way: a refresh of each asked for and done.
+	root.refresh()
+	a.refresh()
 	color := func() string {
 		v, _, _ := unstructured.NestedString(get(t, c, "v1", "ConfigMap", ns, "settings").Object, "data", "color")
 		return v
