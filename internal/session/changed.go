@@ -103,11 +103,6 @@ func (s *Session) handBack(ctx context.Context, refs []cluster.Ref) error {
 		if _, err := restoreObject(ctx, s.c.Kube(), *sv, other); err != nil {
 			return fmt.Errorf("handing back %s: %w", ref.Subject(), err)
 		}
-	}
-	for _, o := range s.rec.Owners {
-		awaitArgoSees(ctx, s.c.Kube(), o, refs)
-	}
-	for _, ref := range refs {
 		s.rec.Saved = slices.DeleteFunc(s.rec.Saved, func(v Saved) bool { return sameObject(v.Ref, ref) })
 		s.rec.Applied = slices.DeleteFunc(s.rec.Applied, is(ref))
 		for i := range s.rec.Owners {
@@ -115,7 +110,7 @@ func (s *Session) handBack(ctx context.Context, refs []cluster.Ref) error {
 			s.rec.Owners[i].Deleted = slices.DeleteFunc(s.rec.Owners[i].Deleted, is(ref))
 		}
 	}
-	return s.release(ctx, true)
+	return s.release(ctx, true, refs)
 }
 
 // release hands back the owners the session no longer needs paused: every
@@ -125,15 +120,16 @@ func (s *Session) handBack(ctx context.Context, refs []cluster.Ref) error {
 // back to being paused object by object (its held objects carry the mark)
 // or, holding none, is resumed. A Kustomization still suspended for
 // deleted objects names those still deleted. The record is written when
-// an owner was handed back, or when write says it must be.
-func (s *Session) release(ctx context.Context, write bool) error {
+// an owner was handed back, or when write says it must be. restored are
+// the objects just put back (resume).
+func (s *Session) release(ctx context.Context, write bool, restored []cluster.Ref) error {
 	holdsNothing := len(s.rec.Saved) == 0 && len(s.rec.Created) == 0
 	var keep []Owner
 	for _, o := range s.rec.Owners {
 		narrow := o.Ref.Kind == fluxKustomization.Kind && s.o.Pause == PauseObject && len(o.Deleted) == 0
 		switch {
 		case holdsNothing, narrow && len(o.Objects) == 0:
-			if err := resume(ctx, s.c.Kube(), o, s.o.Name); err != nil {
+			if err := resume(ctx, s.c.Kube(), o, s.o.Name, restored); err != nil {
 				return err
 			}
 			write = true
@@ -141,7 +137,7 @@ func (s *Session) release(ctx context.Context, write bool) error {
 		case narrow && o.How == HowSuspend:
 			// Suspended only for what was deleted: its marked objects hold
 			// the pause from now on.
-			if err := resume(ctx, s.c.Kube(), o, s.o.Name); err != nil {
+			if err := resume(ctx, s.c.Kube(), o, s.o.Name, restored); err != nil {
 				return err
 			}
 			o.How, o.Why, o.Prior, o.Parent = HowObjects, "", nil, nil

@@ -241,8 +241,10 @@ func settle(ctx context.Context, c client.Client, o Owner) error {
 // resume takes the session off an owner's holders; the last one out puts
 // the owner's setting back as it was, takes Sluice's mark off it, and asks
 // its tool (and the parent applying it) to reconcile now. An owner whose
-// objects were marked is only asked to reconcile.
-func resume(ctx context.Context, c client.Client, o Owner, session string) error {
+// objects were marked is only asked to reconcile. restored are the objects
+// just put back: an Argo CD Application is resumed once it has seen them
+// (awaitArgoSees).
+func resume(ctx context.Context, c client.Client, o Owner, session string, restored []cluster.Ref) error {
 	u, err := getRef(ctx, c, o.Ref)
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return nil
@@ -291,6 +293,7 @@ func resume(ctx context.Context, c client.Client, o Owner, session string) error
 	} else {
 		annotations[annotationFluxReconcile] = time.Now().UTC().Format(time.RFC3339Nano)
 	}
+	awaitArgoSees(ctx, c, o, restored)
 	if err := mergePatch(ctx, c, u, patch, "resuming"); err != nil {
 		return err
 	}
@@ -318,11 +321,11 @@ var argoCacheSettle = time.Second
 // awaitArgoSees waits, before the automated sync of an Application the
 // session turned off is turned on again, until Argo CD has compared the
 // objects put back (restored; those it tracks) and found them as git has
-// them: turned on
-// while its cache still lacks an object just recreated, its self-heal
-// syncs at once, applying the object again. An Application no controller
-// reconciles (no status.reconciledAt) is not waited for; past argoSettle
-// the hand-back goes on, and Argo CD syncs what it still finds missing.
+// them: turned on while its cache still lacks an object just recreated,
+// its self-heal syncs at once, applying the object again. An Application
+// no controller reconciles (no status.reconciledAt) is not waited for;
+// past argoSettle the hand-back goes on, and Argo CD syncs what it still
+// finds missing.
 //
 // An Application paused by skip-reconcile is not compared meanwhile, so
 // its status cannot say: it is resumed argoCacheSettle after the objects
@@ -332,49 +335,52 @@ func awaitArgoSees(ctx context.Context, c client.Client, o Owner, restored []clu
 	if o.Ref.Kind != argoApplication.Kind || o.How != HowAutoSyncOff && o.How != HowSkipReconcile || len(restored) == 0 {
 		return
 	}
-	if o.How == HowSkipReconcile {
-		u, err := getRef(ctx, c, o.Ref)
-		if at, _, _ := unstructured.NestedString(u.Object, "status", "reconciledAt"); err != nil || at == "" {
-			return
-		}
+	wait := func(d time.Duration) bool {
 		select {
 		case <-ctx.Done():
-		case <-time.After(argoCacheSettle):
+			return false
+		case <-time.After(d):
+			return true
 		}
+	}
+	u, err := getRef(ctx, c, o.Ref)
+	if err != nil || !argoReconciled(u) {
 		return
 	}
-	deadline := time.Now().Add(argoSettle)
-	for {
-		u, err := getRef(ctx, c, o.Ref)
-		if err != nil || argoSees(u, restored) || time.Now().After(deadline) {
+	if o.How == HowSkipReconcile {
+		wait(argoCacheSettle)
+		return
+	}
+	for deadline := time.Now().Add(argoSettle); !argoSees(u, restored) && time.Now().Before(deadline) && wait(100*time.Millisecond); {
+		if u, err = getRef(ctx, c, o.Ref); err != nil {
 			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
+// argoReconciled says whether a controller reconciles the Application.
+func argoReconciled(app *unstructured.Unstructured) bool {
+	at, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
+	return at != ""
+}
+
 // argoSees reports whether an Application's status, as its controller
-// last compared it, has each of refs as git has it (or does not track it),
-// or whether no controller reconciles it.
+// last compared it, has each of refs as git has it (or does not track it).
 func argoSees(app *unstructured.Unstructured, refs []cluster.Ref) bool {
-	if at, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt"); at == "" {
-		return true
-	}
 	resources, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
-	for _, ref := range refs {
-		for _, r := range resources {
-			m, _ := r.(map[string]any)
-			group, _ := m["group"].(string)
-			kind, _ := m["kind"].(string)
-			ns, _ := m["namespace"].(string)
-			name, _ := m["name"].(string)
-			if group == ref.Group && kind == ref.Kind && ns == ref.Namespace && name == ref.Name && m["status"] != "Synced" {
-				return false
-			}
+	for _, r := range resources {
+		m, _ := r.(map[string]any)
+		if m["status"] == "Synced" {
+			continue
+		}
+		group, _ := m["group"].(string)
+		kind, _ := m["kind"].(string)
+		ns, _ := m["namespace"].(string)
+		name, _ := m["name"].(string)
+		if slices.ContainsFunc(refs, func(ref cluster.Ref) bool {
+			return group == ref.Group && kind == ref.Kind && ns == ref.Namespace && name == ref.Name
+		}) {
+			return false
 		}
 	}
 	return true

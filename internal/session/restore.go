@@ -97,8 +97,7 @@ func restore(ctx context.Context, c *cluster.Client, rec *Record) (*Restoration,
 
 	// Owners resume last, so their tools reconcile from the state restored.
 	for _, o := range rec.Owners {
-		awaitArgoSees(ctx, kube, o, r.Restored)
-		if err := resume(ctx, kube, o, rec.Name); err != nil {
+		if err := resume(ctx, kube, o, rec.Name, r.Restored); err != nil {
 			errs = append(errs, err)
 			continue
 		}

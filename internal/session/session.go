@@ -400,7 +400,7 @@ func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.A
 	if err != nil {
 		return res, err
 	}
-	return res, s.release(ctx, false)
+	return res, s.release(ctx, false, nil)
 }
 
 // reapplied makes the objects a Flux Kustomization's pause counts as

@@ -309,12 +309,9 @@ func TestPackingAClonesObjectsReadsThemOneAtATime(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for range 30 {
-		if c, ok := r.git.Storer.(interface{ Close() error }); ok {
-			c.Close() // every pack read anew
-		}
-		if _, err := packfile.NewEncoder(io.Discard, objs, false).Encode(hashes, 10); err != nil {
-			t.Fatal(err)
-		}
+	// And the encoder packs them through it (its delta search alone does
+	// not read at once often enough to crash a test: the reads above do).
+	if _, err := packfile.NewEncoder(io.Discard, objs, false).Encode(hashes, 10); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -94,38 +94,23 @@ func StartApplicationSetController(t TB, kubeconfig, namespace string, create fu
 	t.Helper()
 	bin := ApplicationSetController(t)
 	create(argoSettings(namespace, ""))
-	logPath := filepath.Join(t.TempDir(), "applicationset-controller.log")
-	log, err := os.Create(logPath)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace", namespace,
-		"--metrics-addr", freeAddr(t), "--probe-addr", freeAddr(t), "--webhook-addr", freeAddr(t),
-		"--argocd-repo-server", freeAddr(t), // no generator here asks it
-		"--logformat", "text", "--loglevel", "debug")
-	// Its manager reads the kubeconfig from the environment, its settings
-	// informers from the flag.
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = log, log
-	done, stop, err := startProcess(cmd, log)
-	if err != nil {
-		t.Fatalf("starting the ApplicationSet controller: %v", err)
-	}
-	t.Cleanup(stop)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "applicationset-controller.log")
 	logs = func() string {
 		data, _ := os.ReadFile(logPath)
 		return string(data)
 	}
-	// It registers no health checks: it is ready when its workers start.
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(logs(), "Starting workers"); time.Sleep(100 * time.Millisecond) {
-		select {
-		case <-done:
-			t.Fatalf("the ApplicationSet controller exited:\n%s", logs())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ApplicationSet controller did not start its workers:\n%s", logs())
-		}
+	// Its manager reads the kubeconfig from the environment, its settings
+	// informers from the flag. It registers no health checks: it is ready
+	// when its workers start.
+	err := launch(t, logPath, dir, append(os.Environ(), "KUBECONFIG="+kubeconfig), func() ([]string, []string) {
+		return []string{bin, "--kubeconfig", kubeconfig, "--namespace", namespace,
+			"--metrics-addr", freeAddr(t), "--probe-addr", freeAddr(t), "--webhook-addr", freeAddr(t),
+			"--argocd-repo-server", freeAddr(t), // no generator here asks it
+			"--logformat", "text", "--loglevel", "debug"}, nil
+	}, "Starting workers")
+	if err != nil {
+		t.Fatalf("the ApplicationSet controller did not start its workers: %v\n%s", err, logs())
 	}
 	return logs
 }
@@ -222,36 +207,44 @@ func StartArgoCD(t TB, kubeconfig, namespace string, resync time.Duration, creat
 	return a
 }
 
-// start starts one part, with the command line args gives, and waits
-// until it is ready: its log says ready (if not ""), and each of the
-// URLs args gives answers 200. A free port picked may be taken by
-// another process before the part binds it (tests run side by side):
-// a part that exits before it is ready is started again on other ports,
-// three times at most.
+// start starts one part of Argo CD (launch), its log NAME.log.
 func (a *ArgoCD) start(t TB, name string, env []string, args func() (cmdline, urls []string), ready string) {
 	t.Helper()
-	logPath := filepath.Join(a.dir, name+".log")
+	if err := launch(t, filepath.Join(a.dir, name+".log"), a.dir, env, args, ready); err != nil {
+		t.Fatalf("Argo CD's %s did not start: %v\n%s", name, err, a.Logs(30))
+	}
+}
+
+// launch starts a server with the command line args gives (run in dir,
+// its output to logPath), and waits until it is ready: its log says ready
+// (if not ""), and each of the URLs args gives answers 200; it is stopped
+// when the test ends. A free port picked may be taken by another process
+// before the server binds it (tests run side by side): one that exits
+// before it is ready is started again with what args gives anew, three
+// times at most; then the last error is returned.
+func launch(t TB, logPath, dir string, env []string, args func() (cmdline, urls []string), ready string) error {
+	t.Helper()
 	for try := 1; ; try++ {
 		cmdline, urls := args()
 		log, err := os.Create(logPath)
 		if err != nil {
-			t.Fatalf("%v", err)
+			return err
 		}
 		cmd := exec.Command(cmdline[0], cmdline[1:]...)
-		cmd.Env, cmd.Dir = env, a.dir
+		cmd.Env, cmd.Dir = env, dir
 		cmd.Stdout, cmd.Stderr = log, log
 		done, stop, err := startProcess(cmd, log)
 		if err != nil {
-			t.Fatalf("starting Argo CD's %s: %v", name, err)
+			return err
 		}
 		err = waitReady(logPath, ready, urls, done)
 		if err == nil {
 			t.Cleanup(stop)
-			return
+			return nil
 		}
 		stop()
 		if try == 3 {
-			t.Fatalf("Argo CD's %s did not start: %v\n%s", name, err, a.Logs(30))
+			return err
 		}
 	}
 }

@@ -3,7 +3,6 @@ package testenv
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -42,32 +41,20 @@ func StartVault(t TB) *Vault {
 	t.Helper()
 	bin := VaultBinary(t)
 	home := t.TempDir()
-	for try := 1; ; try++ {
+	v := &Vault{RootToken: "sluice-test-root"}
+	log := filepath.Join(home, "vault.log")
+	err := launch(t, log, home, append(os.Environ(), "HOME="+home, "VAULT_ADDR=", "VAULT_TOKEN="), func() ([]string, []string) {
 		addr := freeAddr(t)
-		v := &Vault{Addr: "http://" + addr, RootToken: "sluice-test-root"}
-		cmd := exec.Command(bin, "server", "-dev", "-dev-root-token-id="+v.RootToken, "-dev-listen-address="+addr, "-dev-no-store-token")
-		cmd.Env = append(os.Environ(), "HOME="+home, "VAULT_ADDR=", "VAULT_TOKEN=")
-		log, err := os.Create(filepath.Join(home, fmt.Sprintf("vault-%d.log", try)))
-		if err != nil {
-			t.Fatalf("%v", err)
-		}
-		cmd.Stdout, cmd.Stderr = log, log
-		done, stop, err := startProcess(cmd, log)
-		if err != nil {
-			t.Fatalf("starting Vault: %v", err)
-		}
-		err = waitReady(log.Name(), "", []string{v.Addr + "/v1/sys/health"}, done)
-		if err == nil {
-			t.Cleanup(stop)
-			v.do(t, "POST", "/v1/sys/mounts/sops", v.RootToken, map[string]any{"type": "transit"}, nil)
-			return v
-		}
-		stop()
-		if try == 3 {
-			data, _ := os.ReadFile(log.Name())
-			t.Fatalf("Vault did not start: %v\n%s", err, data)
-		}
+		v.Addr = "http://" + addr
+		return []string{bin, "server", "-dev", "-dev-root-token-id=" + v.RootToken, "-dev-listen-address=" + addr, "-dev-no-store-token"},
+			[]string{v.Addr + "/v1/sys/health"}
+	}, "")
+	if err != nil {
+		data, _ := os.ReadFile(log)
+		t.Fatalf("Vault did not start: %v\n%s", err, data)
 	}
+	v.do(t, "POST", "/v1/sys/mounts/sops", v.RootToken, map[string]any{"type": "transit"}, nil)
+	return v
 }
 
 // TransitKey creates a transit key and returns what SOPS's
