@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net/http"
 	"os"
@@ -52,6 +54,7 @@ func mainSoak() {
 	tagEvery := flag.Duration("tag-every", time.Minute, "the followed tag moves (the registry notifies) this often")
 	killEvery := flag.Duration("kill-every", 10*time.Minute, "the leading replica is SIGKILLed (and started again, as its Deployment would) this often")
 	faultEvery := flag.Duration("fault-every", 5*time.Minute, "the next fault in turn is injected this often")
+	profiles := flag.String("profiles", "", "keep each controller process's first and latest heap profile (heap-<pid>-first.pb.gz, heap-<pid>-last.pb.gz) in this folder")
 	flag.Parse()
 	// net/http/cgi says each connection the faults cut; the figures are
 	// what counts.
@@ -60,7 +63,7 @@ func mainSoak() {
 	tb := newTB()
 	defer tb.cleanup()
 	s := &soak{serveBench: &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: 40, branches: 5, interval: *interval, followers: 20, isolation: "process", touch: 1},
-		duration: *duration, pushEvery: *pushEvery, tagEvery: *tagEvery, killEvery: *killEvery, faultEvery: *faultEvery}
+		duration: *duration, pushEvery: *pushEvery, tagEvery: *tagEvery, killEvery: *killEvery, faultEvery: *faultEvery, profiles: *profiles}
 	if err := s.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench soak:", err)
 		tb.cleanup()
@@ -71,6 +74,7 @@ func mainSoak() {
 type soak struct {
 	*serveBench
 	duration, pushEvery, tagEvery, killEvery, faultEvery time.Duration
+	profiles                                             string
 
 	cl       *devcluster.Cluster
 	start    time.Time
@@ -108,7 +112,12 @@ type sample struct {
 	pid                  int
 	leader               bool
 	rssKiB, fds, threads int64
-	goroutines           int64
+	// anonKiB is the process's own memory (RssAnon); fileKiB the pages of
+	// its binary and other files mapped in (RssFile), shared with the
+	// other replica and given back under pressure; heapKiB the Go heap
+	// live at the last collection (go_gc_heap_live_bytes).
+	anonKiB, fileKiB, heapKiB int64
+	goroutines                int64
 }
 
 func (s *soak) logf(format string, args ...any) {
@@ -458,6 +467,12 @@ func (s *soak) sample() {
 			if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
 				sm.rssKiB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			}
+			if v, ok := strings.CutPrefix(sc.Text(), "RssAnon:"); ok {
+				sm.anonKiB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			}
+			if v, ok := strings.CutPrefix(sc.Text(), "RssFile:"); ok {
+				sm.fileKiB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			}
 			if v, ok := strings.CutPrefix(sc.Text(), "Threads:"); ok {
 				sm.threads, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			}
@@ -470,10 +485,37 @@ func (s *soak) sample() {
 			resp.Body.Close()
 			sm.goroutines, _ = strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "goroutine profile: total ")), 10, 64)
 		}
+		if v := scrape(r.metrics, "go_gc_heap_live_bytes"); v >= 0 {
+			sm.heapKiB = int64(v) / 1024
+		} else {
+			sm.heapKiB = -1
+		}
+		if s.profiles != "" {
+			s.keepHeap(r.pprof, pid)
+		}
 		s.mu.Lock()
 		s.samples = append(s.samples, sm)
 		s.mu.Unlock()
 	}
+}
+
+// keepHeap saves the process's heap profile as its first (once) and as its
+// latest.
+func (s *soak) keepHeap(addr string, pid int) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return
+	}
+	first := filepath.Join(s.profiles, fmt.Sprintf("heap-%d-first.pb.gz", pid))
+	if _, err := os.Stat(first); errors.Is(err, fs.ErrNotExist) {
+		os.WriteFile(first, b, 0o644)
+	}
+	os.WriteFile(filepath.Join(s.profiles, fmt.Sprintf("heap-%d-last.pb.gz", pid)), b, 0o644)
 }
 
 // scrape reads one gauge of a /metrics, -1 when unreachable.
@@ -575,13 +617,17 @@ func (s *soak) report(ctx context.Context, base string, total int) error {
 	fmt.Printf("| push → commit, no fault going on (%d) | p50 %s, p95 %s | p50 < 2 s |\n", len(calm), percentile(calm, 50), percentile(calm, 95))
 	fmt.Printf("| push → commit, during a fault (%d) | p50 %s, p95 %s | |\n", len(faulted), percentile(faulted, 50), percentile(faulted, 95))
 	first, last := window(s.samples, 2*time.Minute, 12*time.Minute), window(s.samples, s.duration-10*time.Minute, s.duration)
-	fmt.Printf("| leader RSS, first 10 min → last 10 min (mean of samples every 15 s) | %s → %s | flat |\n", mib(first, func(x sample) int64 { return x.rssKiB }), mib(last, func(x sample) int64 { return x.rssKiB }))
+	fmt.Printf("| leader RSS, first 10 min → last 10 min (mean of samples every 15 s) | %s → %s | |\n", mib(first, func(x sample) int64 { return x.rssKiB }), mib(last, func(x sample) int64 { return x.rssKiB }))
+	fmt.Printf("| leader private memory (RssAnon) | %s → %s | flat |\n", mib(first, func(x sample) int64 { return x.anonKiB }), mib(last, func(x sample) int64 { return x.anonKiB }))
 	fmt.Printf("| leader goroutines | %s → %s | flat |\n", mean(first, func(x sample) int64 { return x.goroutines }), mean(last, func(x sample) int64 { return x.goroutines }))
 	fmt.Printf("| leader open files | %s → %s | flat |\n", mean(first, func(x sample) int64 { return x.fds }), mean(last, func(x sample) int64 { return x.fds }))
 	fmt.Printf("| leader threads | %s → %s | |\n", mean(first, func(x sample) int64 { return x.threads }), mean(last, func(x sample) int64 { return x.threads }))
 	if pid, early, late := longestLeader(s.samples); pid != 0 {
 		span := late[len(late)-1].at - early[0].at
-		fmt.Printf("| one process (the longest leader, %s leading): RSS, first third → last third | %s → %s | flat |\n", span.Round(time.Second), mib(early, func(x sample) int64 { return x.rssKiB }), mib(late, func(x sample) int64 { return x.rssKiB }))
+		fmt.Printf("| one process (the longest leader, %s leading): RSS, first third → last third | %s → %s | |\n", span.Round(time.Second), mib(early, func(x sample) int64 { return x.rssKiB }), mib(late, func(x sample) int64 { return x.rssKiB }))
+		fmt.Printf("| that process's private memory (RssAnon) | %s → %s | flat |\n", mib(early, func(x sample) int64 { return x.anonKiB }), mib(late, func(x sample) int64 { return x.anonKiB }))
+		fmt.Printf("| that process's live Go heap (go_gc_heap_live_bytes) | %s → %s | flat |\n", mib(early, func(x sample) int64 { return x.heapKiB }), mib(late, func(x sample) int64 { return x.heapKiB }))
+		fmt.Printf("| that process's mapped file pages (RssFile: its binary, shared with the other replica) | %s → %s | |\n", mib(early, func(x sample) int64 { return x.fileKiB }), mib(late, func(x sample) int64 { return x.fileKiB }))
 		fmt.Printf("| that process's goroutines | %s → %s | flat |\n", mean(early, func(x sample) int64 { return x.goroutines }), mean(late, func(x sample) int64 { return x.goroutines }))
 		fmt.Printf("| that process's open files | %s → %s | flat |\n", mean(early, func(x sample) int64 { return x.fds }), mean(late, func(x sample) int64 { return x.fds }))
 	}
@@ -658,11 +704,17 @@ func mib(xs []sample, f func(sample) int64) string {
 	if len(xs) == 0 {
 		return "–"
 	}
-	var sum int64
+	var sum, n int64
 	for _, x := range xs {
-		sum += f(x)
+		if v := f(x); v >= 0 { // -1: not read at that sample
+			sum += v
+			n++
+		}
 	}
-	return fmt.Sprintf("%d MiB", sum/int64(len(xs))/1024)
+	if n == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%d MiB", sum/n/1024)
 }
 
 // version is an app's configmap version as the destination holds it.

@@ -254,6 +254,9 @@ func TestSessionsSharingAnOwnerResumeItWhenTheLastEnds(t *testing.T) {
 func TestArgoCDApplicationsLoseAutomatedSyncForTheSession(t *testing.T) {
 	c := newClient(t)
 	ctx := context.Background()
+	// The Application is named after its namespace: a second run
+	// (-count=2) must not find two of the same name in two namespaces
+	// with no installation ID to tell them apart.
 	ns, argoNS := testenv.Namespace("argoapp"), testenv.Namespace("argocd")
 	applyAs(t, c, "kubectl", parse(t, ns, `apiVersion: v1
 kind: Namespace
@@ -265,7 +268,7 @@ metadata: {name: `+argoNS+`}
 ---
 apiVersion: argoproj.io/v1alpha1
 kind: Application
-metadata: {name: guestbook, namespace: `+argoNS+`}
+metadata: {name: %[1]s, namespace: `+argoNS+`}
 spec:
   project: default
   source: {repoURL: https://git.example.com/gitops.git, path: guestbook, targetRevision: main}
@@ -279,7 +282,7 @@ kind: ConfigMap
 metadata:
   name: guestbook
   namespace: %[1]s
-  labels: {argocd.argoproj.io/instance: guestbook}
+  labels: {argocd.argoproj.io/instance: %[1]s}
 data: {title: Guestbook}
 `))
 	before := dump(t, []string{ns, argoNS})
@@ -287,7 +290,7 @@ data: {title: Guestbook}
 	if _, err := s.Apply(ctx, parse(t, ns, cm("guestbook", "title: Dev Guestbook")), cluster.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	app := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "guestbook")
+	app := get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, ns)
 	sp, _, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy")
 	if _, auto := sp["automated"]; auto || sp["syncOptions"] == nil {
 		t.Fatalf("automated sync should be off, the rest of syncPolicy kept: %v", sp)
@@ -296,7 +299,7 @@ data: {title: Guestbook}
 		t.Fatal(err)
 	}
 	sameDump(t, before, dump(t, []string{ns, argoNS}))
-	app = get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, "guestbook")
+	app = get(t, c, "argoproj.io/v1alpha1", "Application", argoNS, ns)
 	if app.GetAnnotations()[annotationArgoRefresh] != "normal" {
 		t.Error("Argo CD was not asked to refresh")
 	}

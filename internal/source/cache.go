@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -35,6 +36,17 @@ type Cache struct {
 	guard   func(ctx context.Context) error
 	stall   time.Duration
 	maxAge  time.Duration
+
+	// objects caches the clones' decoded objects (delta bases, recent
+	// reads), one bound for all of them: go-git's default is 96 MiB for
+	// each repository, which a controller's hundreds of clones would
+	// fill over days. Objects are named by their content, and a clone
+	// finds an object in its own packs before it looks here, so sharing
+	// shows no clone an object it does not hold.
+	objects *cache.ObjectLRU
+	// holding counts the clones that may hold pack files open: handed
+	// out since their files were last closed.
+	holding atomic.Int64
 
 	mu    sync.Mutex
 	swept time.Time // when idle clones' files were last closed
@@ -137,7 +149,8 @@ func maxAge(ctx context.Context, def time.Duration) time.Duration {
 // NewCache returns a Cache keeping clones under dir.
 func NewCache(dir string, opts ...Option) *Cache {
 	installGitTransports()
-	c := &Cache{dir: dir, repos: map[string]*openCall{}, creds: &credentials{}, stall: DefaultStallTimeout}
+	c := &Cache{dir: dir, repos: map[string]*openCall{}, creds: &credentials{}, stall: DefaultStallTimeout,
+		objects: cache.NewObjectLRU(objectCacheSize)}
 	for _, o := range opts {
 		o(c)
 	}
@@ -183,6 +196,9 @@ func (c *Cache) Open(ctx context.Context, loc Location, o OpenOptions) (*Repo, e
 	r, err := c.open(ctx, loc, o)
 	if r != nil {
 		r.opened.Store(time.Now().UnixNano())
+		if r.remote && !r.holding.Swap(true) {
+			c.holding.Add(1)
+		}
 	}
 	c.closeIdle(time.Now())
 	return r, err
@@ -271,6 +287,9 @@ func (c *Cache) forget(key string, call *openCall) error {
 		return nil // another Open forgot it first, and clones it again
 	}
 	r := call.repo
+	if r.holding.Swap(false) {
+		c.holding.Add(-1)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	unlock, err := lockFile(r.lock)
@@ -388,13 +407,13 @@ func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials, 
 	// The clone's configuration names the remote without credentials:
 	// they are given to each fetch and push, never written down.
 	plain := withoutUserinfo(loc.URL)
-	g, err := openClone(dir)
+	g, err := openClone(dir, c.objects)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		if g, err = git.PlainInit(dir, true); err == nil {
 			_, err = g.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{plain}})
 		}
 		if err == nil {
-			g, err = openClone(dir)
+			g, err = openClone(dir, c.objects)
 		}
 	} else if err == nil {
 		err = forgetCredentials(g, plain)
@@ -404,6 +423,7 @@ func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials, 
 	}
 	r := newRepo(loc, g, dir, ".")
 	r.remote = true
+	r.objects = c.objects
 	r.creds = c.creds
 	if own != nil {
 		// A resource's own Secret is for the repository it names it for.
@@ -423,14 +443,15 @@ func (c *Cache) openRemote(ctx context.Context, loc Location, own *Credentials, 
 	return r, nil
 }
 
-// openClone opens a clone of the cache. Only this process touches it while
-// it is open (other processes wait on its lock to fetch), so go-git may keep
-// pack files open and trust its listing of them.
-func openClone(dir string) (*git.Repository, error) {
+// openClone opens a clone of the cache, its decoded objects cached in
+// objects. Only this process touches it while it is open (other processes
+// wait on its lock to fetch), so go-git may keep pack files open and trust
+// its listing of them.
+func openClone(dir string, objects cache.Object) (*git.Repository, error) {
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
 		return nil, git.ErrRepositoryNotExists
 	}
-	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
+	st := filesystem.NewStorageWithOptions(osfs.New(dir), objects,
 		filesystem.Options{MaxOpenDescriptors: maxOpenPacks})
 	return git.Open(st, nil)
 }

@@ -1,16 +1,19 @@
 package source
 
 import (
+	"cmp"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
@@ -30,8 +33,11 @@ import (
 //
 // Whatever the packs, a clone keeps at most maxOpenPacks of them open (the
 // storage's least recently used are closed), and a clone the Cache has not
-// handed out for idleClose closes them all, reopening on its next read: a
-// controller's open files follow the clones in use, not the packs made.
+// handed out for idleClose closes them all, reopening on its next read.
+// Whatever the clones, at most maxOpenClones hold files open: past that,
+// the least recently handed out close theirs. A controller's open files
+// are bounded by maxOpenClones × maxOpenPacks, however many repositories
+// and packs.
 const (
 	maxOldPacks    = 50
 	packGrace      = time.Hour
@@ -39,6 +45,14 @@ const (
 	packShortGrace = 10 * time.Minute
 	maxOpenPacks   = 8
 )
+
+// maxOpenClones is how many clones of a Cache may hold pack files open at
+// once (a variable for the tests).
+var maxOpenClones = 64
+
+// objectCacheSize bounds a Cache's decoded objects, all its clones
+// together (go-git's default for one repository).
+const objectCacheSize = 96 * cache.MiByte
 
 // idleClose is how long a clone goes unused before its files are closed
 // (a variable for the tests).
@@ -67,7 +81,7 @@ func (r *Repo) compact() {
 	}
 	if err == nil {
 		var g *git.Repository
-		if g, err = openClone(r.root); err == nil {
+		if g, err = openClone(r.root, r.objects); err == nil {
 			if c, ok := r.git.Storer.(io.Closer); ok {
 				c.Close()
 			}
@@ -112,42 +126,71 @@ func olderThan(times []time.Time, cutoff time.Time) int {
 	return n
 }
 
-// closeFiles closes the clone's open pack files, unless it is in use (it
-// then stays as it is: the next sweep tries again). Its next read opens
-// what it needs.
-func (r *Repo) closeFiles() {
+// closeFiles closes the clone's open pack files and drops what it holds in
+// memory for reading (its packs' indexes, some kilobytes each, and the
+// trees and commits it decoded), unless it is in use (it then stays as it
+// is: the next sweep tries again). Its next read loads and opens what it
+// needs. It reports whether it closed them.
+func (r *Repo) closeFiles() bool {
 	if !r.mu.TryLock() {
-		return
+		return false
 	}
 	defer r.mu.Unlock()
 	if c, ok := r.git.Storer.(io.Closer); ok {
 		c.Close()
 	}
+	if s, ok := r.git.Storer.(interface{ Reindex() }); ok {
+		s.Reindex()
+	}
+	clear(r.trees)
+	clear(r.commits)
+	return true
 }
 
-// closeIdle closes the files of the clones not handed out for idleClose,
-// at most four times per idleClose.
+// closeIdle closes the files of the clones not handed out for idleClose, at
+// most four times per idleClose; and, whenever more than maxOpenClones may
+// hold files open, those of the least recently handed out.
 func (c *Cache) closeIdle(now time.Time) {
+	over := c.holding.Load() > int64(maxOpenClones)
 	c.mu.Lock()
-	if now.Sub(c.swept) < idleClose/4 {
+	if now.Sub(c.swept) < idleClose/4 && !over {
 		c.mu.Unlock()
 		return
 	}
 	c.swept = now
-	var idle []*Repo
+	var held []*Repo
 	for _, call := range c.repos {
 		select {
 		case <-call.done:
-			if r := call.repo; r != nil && r.remote && now.Sub(time.Unix(0, r.opened.Load())) > idleClose {
-				idle = append(idle, r)
+			if r := call.repo; r != nil && r.holding.Load() {
+				held = append(held, r)
 			}
 		default:
 		}
 	}
 	c.mu.Unlock()
-	for _, r := range idle {
-		r.closeFiles()
+	// Least recently handed out first.
+	slices.SortFunc(held, func(a, b *Repo) int { return cmp.Compare(a.opened.Load(), b.opened.Load()) })
+	excess := len(held) - maxOpenClones
+	for _, r := range held {
+		if excess <= 0 && now.Sub(time.Unix(0, r.opened.Load())) <= idleClose {
+			break
+		}
+		if c.release(r) {
+			excess--
+		}
 	}
+}
+
+// release closes a held clone's files; false if it is in use.
+func (c *Cache) release(r *Repo) bool {
+	if !r.closeFiles() {
+		return false
+	}
+	if r.holding.Swap(false) {
+		c.holding.Add(-1)
+	}
+	return true
 }
 
 // serialObjects is the clone's storage, its objects read one at a time:

@@ -315,3 +315,83 @@ func TestPackingAClonesObjectsReadsThemOneAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// However many clones a Cache opens, at most maxOpenClones hold pack files
+// open: opening one more closes those of the least recently handed out,
+// which read again when asked.
+func TestManyClonesHoldFewFilesOpen(t *testing.T) {
+	ctx := context.Background()
+	defer func(n int) { maxOpenClones = n }(maxOpenClones)
+	maxOpenClones = 3
+	srv := testenv.NewGitServer(t)
+	cache := NewCache(t.TempDir())
+	every := ContextWithMaxAge(ctx, time.Nanosecond)
+	var repos []*Repo
+	var heads []string
+	for i := range 8 {
+		url := srv.CreateRepo(t, fmt.Sprintf("app%d", i))
+		w := testenv.NewWork(t, url)
+		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i)}).Commit("one")
+		w.Push("main")
+		heads = append(heads, w.Head())
+		r, err := cache.Open(every, mustLoc(t, url), OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAt(t, r, heads[i], "a"); got != fmt.Sprintf("%d\n", i) {
+			t.Fatalf("clone %d reads %q", i, got)
+		}
+		repos = append(repos, r)
+		var holding []int
+		for j, r := range repos {
+			if packFiles(t, r) > 0 {
+				holding = append(holding, j)
+			}
+		}
+		// The newest maxOpenClones, each having read.
+		want := []int{}
+		for j := max(0, i+1-maxOpenClones); j <= i; j++ {
+			want = append(want, j)
+		}
+		if fmt.Sprint(holding) != fmt.Sprint(want) {
+			t.Fatalf("after opening %d clones, clones %v hold pack files open, want %v", i+1, holding, want)
+		}
+	}
+	// A clone closed for the others reads again.
+	if got := readAt(t, repos[0], heads[0], "a"); got != "0\n" {
+		t.Errorf("the first clone read again: %q", got)
+	}
+}
+
+// The clones of a Cache share one object cache: an object one clone read
+// is not read through another clone that does not hold it, whatever its
+// credentials (a commit named by its hash, as a pinned source names it).
+func TestAnObjectCachedForOneCloneIsNotReadThroughAnother(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	private, public := srv.CreateRepo(t, "private"), srv.CreateRepo(t, "public")
+	w := testenv.NewWork(t, private)
+	w.Write(map[string]string{"secret": "only in the private repository\n"}).Commit("one")
+	w.Push("main")
+	p := testenv.NewWork(t, public)
+	p.Write(map[string]string{"a": "public\n"}).Commit("one")
+	p.Push("main")
+	cache := NewCache(t.TempDir())
+	pr, err := cache.Open(ctx, mustLoc(t, private), OpenOptions{Credentials: &Credentials{Scope: "team-a/git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAt(t, pr, w.Head(), "secret"); got != "only in the private repository\n" {
+		t.Fatalf("the private clone reads %q", got)
+	}
+	pub, err := cache.Open(ctx, mustLoc(t, public), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub.objects != pr.objects {
+		t.Fatal("the clones have an object cache each: the test shows nothing")
+	}
+	if tree, err := pub.CommitTree(plumbing.NewHash(w.Head())); err == nil {
+		t.Fatalf("the public clone read the private commit %s (tree %s) from the shared cache", w.Head()[:8], tree)
+	}
+}

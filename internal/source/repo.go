@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -60,6 +61,10 @@ type Repo struct {
 	// nanoseconds): one left alone past idleClose has its pack files
 	// closed.
 	opened atomic.Int64
+	// holding is set while the clone counts in its Cache's holding.
+	holding atomic.Bool
+	// objects is the Cache's object cache, for a clone opened again.
+	objects cache.Object
 
 	mu    sync.Mutex
 	git   *git.Repository
