@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"sluice.dev/sluice/internal/cluster"
@@ -351,9 +352,42 @@ spec:
 	if len(it.Paused) != 1 || !strings.Contains(it.Paused[0], "Application/"+argoNS+"/web: automated sync off") || it.Result.Count(cluster.Configured) != 1 || a.automated() {
 		t.Errorf("one edit: paused %v, %s, automated sync on: %v", it.Paused, changes(it), a.automated())
 	}
-	a.held("OutOfSync")
-	if data, _, _ := unstructured.NestedString(get(t, c, "v1", "ConfigMap", ns, "eu-settings").Object, "data", "color"); data != "red" {
+	color := func() string {
+		data, _, _ := unstructured.NestedString(get(t, c, "v1", "ConfigMap", ns, "eu-settings").Object, "data", "color")
+		return data
+	}
+	if data := color(); data != "red" {
 		t.Errorf("the session's edit is gone: color %q", data)
+	}
+	// A sync Argo CD had under way when the session turned automated sync
+	// off may patch git's version over the session's soon after: that
+	// patch is made here, as Argo CD's client-side apply makes it (a
+	// merge patch by argocd-controller), every time rather than when the
+	// timing happens to fall so. The session applies its edit again
+	// within its settling window and says so; Argo CD, asked to compare,
+	// reports the Application OutOfSync and syncs nothing.
+	live := get(t, c, "v1", "ConfigMap", ns, "eu-settings")
+	late := live.DeepCopy()
+	unstructured.SetNestedField(late.Object, "blue", "data", "color")
+	if err := c.Kube().Patch(context.Background(), late, client.MergeFrom(live), client.FieldOwner("argocd-controller")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); color() != "red"; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a late sync's patch stays: color %q", color())
+		}
+	}
+	select {
+	case n := <-h.notices:
+		if !strings.Contains(n, "applied ConfigMap/"+ns+"/eu-settings again: a reconcile already under way") {
+			t.Errorf("the notice: %s", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the session said nothing of applying eu-settings again")
+	}
+	a.held("OutOfSync")
+	if data := color(); data != "red" {
+		t.Errorf("after Argo CD compared: color %q", data)
 	}
 
 	// Undoing it hands the object back and resumes the Application at

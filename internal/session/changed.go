@@ -277,10 +277,7 @@ func (s *Session) checkRevision(ctx context.Context, o Owner, u *unstructured.Un
 	}
 	msg := fmt.Sprintf("git moved: %s now deploys %s (the session started at %s); the session holds %s, so git's changes to %s wait: your tree may be behind (git pull), and stopping the session hands %s back",
 		o.Ref.Subject(), rev, o.Revision, joinNames(names), them(len(names)), them(len(names)))
-	select {
-	case s.notices <- msg:
-	default:
-	}
+	s.notice(msg)
 }
 
 func joinNames(names []string) string {

@@ -205,6 +205,44 @@ func condition(u *unstructured.Unstructured, typ string) string {
 	return "Unknown"
 }
 
+// editKept checks that the session's edit of settings (color red) stays.
+// A reconcile already under way when the session marked it may apply
+// git's version after the session's apply: that apply is made here, as
+// kustomize-controller makes it (its field manager, its labels), every
+// time rather than when the timing happens to fall so, and the session
+// applies its edit again within its settling window, and says so. Then,
+// asked to reconcile, kustomize-controller leaves it as the session has it.
+func (f *realFlux) editKept(h *harness) {
+	f.t.Helper()
+	red := func() string {
+		got := get(f.t, f.c, "v1", "ConfigMap", f.ns, "settings")
+		if got == nil {
+			return "settings is gone"
+		}
+		if c, _, _ := unstructured.NestedString(got.Object, "data", "color"); c != "red" {
+			return "settings has color " + c + ", not the session's red"
+		}
+		return ""
+	}
+	late := parse(f.t, f.ns, shop["apps/settings.yaml"])
+	late[0].Unstructured.SetNamespace(f.ns)
+	late[0].Unstructured.SetLabels(map[string]string{"tier": "gold", "kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": f.fluxNS})
+	applyAs(f.t, f.c, "kustomize-controller", late)
+	f.eventually(5*time.Second, red)
+	select {
+	case n := <-h.notices:
+		if !strings.Contains(n, "applied ConfigMap/"+f.ns+"/settings again: a reconcile already under way") {
+			f.t.Errorf("the notice: %s", n)
+		}
+	case <-time.After(5 * time.Second):
+		f.t.Error("the session said nothing of applying settings again")
+	}
+	f.looked("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "apps")
+	if msg := red(); msg != "" {
+		f.t.Fatalf("after a reconcile request: %s", msg)
+	}
+}
+
 func (f *realFlux) eventually(timeout time.Duration, check func() string) {
 	f.t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -169,6 +169,7 @@ func TestASessionRemovesWhatTheTreeRemovesAsFluxWouldPruneIt(t *testing.T) {
 	if it := h.ok(t); changes(it) != "configmap/settings configured" || len(it.Paused) != 1 || !strings.Contains(it.Paused[0], ks+": 1 object(s) marked") {
 		t.Fatalf("one edit: %s; paused %v", changes(it), it.Paused)
 	}
+	f.editKept(h)
 
 	// service.yaml and keep.yaml dropped from the kustomization, the files
 	// left where they are.

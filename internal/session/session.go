@@ -119,6 +119,9 @@ type Session struct {
 	untouched map[string]string
 	// stopped says Stop has begun: nothing runs beside it any more.
 	stopped bool
+	// applies counts the Applies: an Apply's settling window ends at the
+	// next, which applies the tree anew.
+	applies int
 	// rendered are the objects of the last render applied (a Replace
 	// session's, those left to GitOps included): what a render that
 	// lacks one of them removes.
@@ -370,7 +373,9 @@ func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.A
 			return nil, err
 		}
 	}
-	if err := s.account(ctx, objs); err != nil {
+	s.applies++
+	taken, err := s.account(ctx, objs)
+	if err != nil {
 		return nil, err
 	}
 	s.reapplied(objs)
@@ -392,6 +397,9 @@ func (s *Session) Apply(ctx context.Context, objs []cluster.Object, ao cluster.A
 	if len(objs) > 0 {
 		if res, err = s.c.Apply(ctx, objs, ao); err != nil {
 			return res, err
+		}
+		if held := only(objs, taken); len(held) > 0 {
+			s.keepApplied(held, ao)
 		}
 	}
 	res.Changes = append(res.Changes, left...)
@@ -471,8 +479,9 @@ func (s *Session) place(objs []cluster.Object) ([]cluster.Object, error) {
 // it will create, and the prior state of those it will change, with their
 // owners. Objects another live session holds are refused (unless Steal).
 // The record is written, and the owners suspended, before Apply touches
-// anything; a refusal changes nothing, not even the record.
-func (s *Session) account(ctx context.Context, objs []cluster.Object) error {
+// anything; a refusal changes nothing, not even the record. It returns
+// the objects it took from their owners now.
+func (s *Session) account(ctx context.Context, objs []cluster.Object) ([]cluster.Ref, error) {
 	var fresh []cluster.Object
 	for _, o := range objs {
 		if !s.rec.knows(cluster.RefOf(o.Unstructured)) {
@@ -483,7 +492,7 @@ func (s *Session) account(ctx context.Context, objs []cluster.Object) error {
 	if len(fresh) > 0 {
 		var err error
 		if add, err = s.inspect(ctx, fresh); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	namespaces := len(s.rec.Namespaces)
@@ -494,7 +503,7 @@ func (s *Session) account(ctx context.Context, objs []cluster.Object) error {
 	}
 	sort.Strings(s.rec.Namespaces)
 	if len(fresh) == 0 && namespaces == len(s.rec.Namespaces) {
-		return nil
+		return nil, nil
 	}
 	s.rec.Created = append(s.rec.Created, add.Created...)
 	s.rec.Saved = append(s.rec.Saved, add.Saved...)
@@ -508,15 +517,125 @@ func (s *Session) account(ctx context.Context, objs []cluster.Object) error {
 		paused = append(paused, o)
 	}
 	if err := s.store.write(ctx, s.rec); err != nil {
-		return err
+		return nil, err
 	}
 	for _, o := range paused {
 		if err := suspend(ctx, s.c.Kube(), o, s.o.Name); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	s.published()
-	return nil
+	// The objects taken from an owner now: what a reconcile of it under
+	// way may still put back.
+	var taken []cluster.Ref
+	if len(add.Owners) > 0 {
+		for _, sv := range add.Saved {
+			taken = append(taken, sv.Ref)
+		}
+	}
+	return taken, nil
+}
+
+// notice tells the session's user something between iterations, if they
+// are listening.
+func (s *Session) notice(msg string) {
+	select {
+	case s.notices <- msg:
+	default:
+	}
+}
+
+func refNames(objs []cluster.Object) []string {
+	out := make([]string, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, cluster.RefOf(o.Unstructured).Subject())
+	}
+	return out
+}
+
+// only are the objects of refs.
+func only(objs []cluster.Object, refs []cluster.Ref) []cluster.Object {
+	var out []cluster.Object
+	for _, o := range objs {
+		if slices.ContainsFunc(refs, is(cluster.RefOf(o.Unstructured))) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// keepApplied applies again, for a while after their owners were paused,
+// the session's objects that a reconcile already under way puts back as
+// git has them: kustomize-controller reads spec.suspend (and an object's
+// mark) when a reconcile starts, Argo CD its sync policy and
+// skip-reconcile when a reconcile does, so one that started before the
+// pause still applies git's version over the session's. It runs beside
+// the session, under its lock between looks, and stops at the first of:
+// the window's end (settleDeleted), the next Apply (which applies the tree
+// anew), the session's stop, its heartbeat's end. An object is applied
+// again only when it changed since the session last applied it. The
+// caller holds s.mu.
+func (s *Session) keepApplied(objs []cluster.Object, ao cluster.ApplyOptions) {
+	gen := s.applies
+	go func() {
+		seen := map[cluster.Ref]string{} // object → resourceVersion after the session's apply
+		deadline := time.Now().Add(settleDeleted)
+		for first := true; time.Now().Before(deadline); first = false {
+			select {
+			case <-s.hbDone:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return // woken late (the process was paused): the window is over
+			}
+			s.mu.Lock()
+			if s.stopped || s.applies != gen {
+				s.mu.Unlock()
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var again []cluster.Object
+			for _, o := range objs {
+				ref := cluster.RefOf(o.Unstructured)
+				live, err := getRef(ctx, s.c.Kube(), ref)
+				if err != nil || live.GetDeletionTimestamp() != nil {
+					continue
+				}
+				// The first look applies every object once more (a
+				// reconcile may have landed before it); later ones those
+				// that changed since.
+				if first || seen[ref] != live.GetResourceVersion() {
+					again = append(again, o)
+				}
+				seen[ref] = live.GetResourceVersion()
+			}
+			if len(again) > 0 {
+				res, err := s.c.Apply(ctx, again, ao)
+				var back []string
+				if res != nil {
+					for _, ch := range res.Changes {
+						if ch.Action == cluster.Configured || ch.Action == cluster.Created {
+							back = append(back, ch.Ref.Subject())
+						}
+					}
+				}
+				switch {
+				case err != nil:
+					s.notice(fmt.Sprintf("applying %s again failed (a reconcile under way when its owner was paused may have put it back as git has it; save again to apply): %v", joinNames(refNames(again)), err))
+				case len(back) > 0:
+					s.notice(fmt.Sprintf("applied %s again: a reconcile already under way when the session paused its owner had put it back as git has it", joinNames(back)))
+				}
+				for _, o := range again {
+					if live, err := getRef(ctx, s.c.Kube(), cluster.RefOf(o.Unstructured)); err == nil {
+						seen[cluster.RefOf(o.Unstructured)] = live.GetResourceVersion()
+					}
+				}
+			}
+			cancel()
+			s.mu.Unlock()
+		}
+	}()
 }
 
 // appendNew appends the refs not there already.
