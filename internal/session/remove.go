@@ -182,12 +182,29 @@ var settleDeleted = 10 * time.Second
 // the objects the session deleted that a reconcile already under way
 // brings back: kustomize-controller reads spec.suspend when a reconcile
 // starts (Argo CD its sync policy when a sync does), so one that started
-// before the pause still applies the object. It runs beside the session,
-// under its lock between looks, and stops at the first of: the window's
-// end, the session's stop, its heartbeat's end (the session is not this
-// process's any more: another restored it), the tree rendering the object
-// again.
+// before the pause still applies the object. It stops early for an
+// object the tree renders again (see settle).
 func (s *Session) keepDeleted(refs []cluster.Ref) {
+	s.settle(func(ctx context.Context) bool {
+		for _, ref := range refs {
+			if s.rec.saved(ref) == nil || slices.ContainsFunc(s.rendered, is(ref)) {
+				continue // handed back, or rendered again
+			}
+			live, err := getRef(ctx, s.c.Kube(), ref)
+			if err != nil || live.GetAnnotations()[annotationSession] != "" || live.GetDeletionTimestamp() != nil {
+				continue
+			}
+			s.c.Delete(ctx, []*unstructured.Unstructured{live})
+		}
+		return true
+	})
+}
+
+// settle calls look every 250 ms for settleDeleted, beside the session and
+// under its lock, until the first of: the window's end, the session's
+// stop, its heartbeat's end (the session is not this process's any more:
+// another restored it), look returning false.
+func (s *Session) settle(look func(ctx context.Context) bool) {
 	go func() {
 		deadline := time.Now().Add(settleDeleted)
 		for time.Now().Before(deadline) {
@@ -205,18 +222,12 @@ func (s *Session) keepDeleted(refs []cluster.Ref) {
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			for _, ref := range refs {
-				if s.rec.saved(ref) == nil || slices.ContainsFunc(s.rendered, is(ref)) {
-					continue // handed back, or rendered again
-				}
-				live, err := getRef(ctx, s.c.Kube(), ref)
-				if err != nil || live.GetAnnotations()[annotationSession] != "" || live.GetDeletionTimestamp() != nil {
-					continue
-				}
-				s.c.Delete(ctx, []*unstructured.Unstructured{live})
-			}
+			more := look(ctx)
 			cancel()
 			s.mu.Unlock()
+			if !more {
+				return
+			}
 		}
 	}()
 }

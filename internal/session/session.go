@@ -569,73 +569,60 @@ func only(objs []cluster.Object, refs []cluster.Ref) []cluster.Object {
 // git has them: kustomize-controller reads spec.suspend (and an object's
 // mark) when a reconcile starts, Argo CD its sync policy and
 // skip-reconcile when a reconcile does, so one that started before the
-// pause still applies git's version over the session's. It runs beside
-// the session, under its lock between looks, and stops at the first of:
-// the window's end (settleDeleted), the next Apply (which applies the tree
-// anew), the session's stop, its heartbeat's end. An object is applied
-// again only when it changed since the session last applied it. The
-// caller holds s.mu.
+// pause still applies git's version over the session's. It stops early at
+// the next Apply, which applies the tree anew (see settle). An object is
+// applied again only when it changed since the session last applied it.
+// The caller holds s.mu.
 func (s *Session) keepApplied(objs []cluster.Object, ao cluster.ApplyOptions) {
 	gen := s.applies
-	go func() {
-		seen := map[cluster.Ref]string{} // object → resourceVersion after the session's apply
-		deadline := time.Now().Add(settleDeleted)
-		for first := true; time.Now().Before(deadline); first = false {
-			select {
-			case <-s.hbDone:
-				return
-			case <-time.After(250 * time.Millisecond):
+	seen := map[cluster.Ref]string{} // object → resourceVersion after the session's apply
+	first := true
+	s.settle(func(ctx context.Context) bool {
+		if s.applies != gen {
+			return false
+		}
+		var again []cluster.Object
+		for _, o := range objs {
+			ref := cluster.RefOf(o.Unstructured)
+			live, err := getRef(ctx, s.c.Kube(), ref)
+			if err != nil || live.GetDeletionTimestamp() != nil {
+				continue
 			}
-			if time.Now().After(deadline) {
-				return // woken late (the process was paused): the window is over
+			// The first look applies every object once more (a reconcile
+			// may have landed before it); later ones those that changed
+			// since.
+			if first || seen[ref] != live.GetResourceVersion() {
+				again = append(again, o)
 			}
-			s.mu.Lock()
-			if s.stopped || s.applies != gen {
-				s.mu.Unlock()
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			var again []cluster.Object
-			for _, o := range objs {
-				ref := cluster.RefOf(o.Unstructured)
-				live, err := getRef(ctx, s.c.Kube(), ref)
-				if err != nil || live.GetDeletionTimestamp() != nil {
-					continue
+			seen[ref] = live.GetResourceVersion()
+		}
+		first = false
+		if len(again) == 0 {
+			return true
+		}
+		res, err := s.c.Apply(ctx, again, ao)
+		var back []string
+		if res != nil {
+			for _, ch := range res.Changes {
+				if ch.Action == cluster.Configured || ch.Action == cluster.Created {
+					back = append(back, ch.Ref.Subject())
 				}
-				// The first look applies every object once more (a
-				// reconcile may have landed before it); later ones those
-				// that changed since.
-				if first || seen[ref] != live.GetResourceVersion() {
-					again = append(again, o)
-				}
+			}
+		}
+		switch {
+		case err != nil:
+			s.notice(fmt.Sprintf("applying %s again failed (a reconcile under way when its owner was paused may have put it back as git has it; save again to apply): %v", joinNames(refNames(again)), err))
+		case len(back) > 0:
+			s.notice(fmt.Sprintf("applied %s again: a reconcile already under way when the session paused its owner had put it back as git has it", joinNames(back)))
+		}
+		for _, o := range again {
+			ref := cluster.RefOf(o.Unstructured)
+			if live, err := getRef(ctx, s.c.Kube(), ref); err == nil {
 				seen[ref] = live.GetResourceVersion()
 			}
-			if len(again) > 0 {
-				res, err := s.c.Apply(ctx, again, ao)
-				var back []string
-				if res != nil {
-					for _, ch := range res.Changes {
-						if ch.Action == cluster.Configured || ch.Action == cluster.Created {
-							back = append(back, ch.Ref.Subject())
-						}
-					}
-				}
-				switch {
-				case err != nil:
-					s.notice(fmt.Sprintf("applying %s again failed (a reconcile under way when its owner was paused may have put it back as git has it; save again to apply): %v", joinNames(refNames(again)), err))
-				case len(back) > 0:
-					s.notice(fmt.Sprintf("applied %s again: a reconcile already under way when the session paused its owner had put it back as git has it", joinNames(back)))
-				}
-				for _, o := range again {
-					if live, err := getRef(ctx, s.c.Kube(), cluster.RefOf(o.Unstructured)); err == nil {
-						seen[cluster.RefOf(o.Unstructured)] = live.GetResourceVersion()
-					}
-				}
-			}
-			cancel()
-			s.mu.Unlock()
 		}
-	}()
+		return true
+	})
 }
 
 // appendNew appends the refs not there already.
