@@ -233,7 +233,11 @@ func sessionLatency(cs *kubernetes.Clientset, bin, kc, dir, ns string, n int, de
 	return lat, nil
 }
 
+// percentile is the p-th percentile of ds, 0 when there are none.
 func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	i := (len(s)*p + 99) / 100
