@@ -1,7 +1,9 @@
 package source
 
 import (
+	"bufio"
 	"cmp"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -14,22 +16,29 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
-// A clone of the cache gathers a pack with every fetch and every write.
-// Once more than maxOldPacks of them are older than packGrace, the objects
-// its branches and tags reach are packed into one and those packs removed,
-// as git's gc.autoPackLimit does: a long-lived clone keeps a bounded number
-// of packs, so its lookups, its memory and its open files stay flat. Packs
-// younger than packGrace stay, with what they hold: the objects of a write
-// not pushed yet.
-//
-// A busy clone (a monorepo fetched at every push) gathers packs faster than
-// they age: once it holds more than maxPacks, packs older than
-// packShortGrace go too (a write is pushed within minutes: the push gives
-// up a stalled server after two).
+// A clone of the cache gathers a pack with every fetch and every write, and
+// each pack costs memory for its index (some kilobytes, however few its
+// objects) besides an open file. Once more than maxOldPacks of its packs
+// are older than packGrace, they are rolled up, as git's geometric
+// repacking does: the old packs are sorted by size and the smallest ones
+// up to the last that is not at least twice all those smaller are packed
+// into one (their objects copied, whatever reaches them), leaving the big
+// packs as they are. When that takes in every old pack, the clone is
+// packed whole instead: the objects its branches and tags reach, into one
+// pack, the rest dropped. Each object is then copied a few times over its
+// life, a big clone is packed whole only when what it fetched since
+// outweighs it, and a compaction holding readers back costs what the
+// small packs hold, not what the repository does. A long-lived clone keeps
+// at most maxOldPacks packs besides those of the last packGrace, so its
+// memory stays flat however long it lives. Packs younger than packGrace
+// stay, with what they hold: the objects of a write not pushed yet (a
+// push gives up a stalled server after two minutes).
 //
 // Whatever the packs, a clone keeps at most maxOpenPacks of them open (the
 // storage's least recently used are closed), and a clone the Cache has not
@@ -39,11 +48,12 @@ import (
 // are bounded by maxOpenClones × maxOpenPacks, however many repositories
 // and packs.
 const (
-	maxOldPacks    = 50
-	packGrace      = time.Hour
-	maxPacks       = 100
-	packShortGrace = 10 * time.Minute
-	maxOpenPacks   = 8
+	maxOldPacks  = 20
+	packGrace    = 10 * time.Minute
+	maxOpenPacks = 8
+	// packWindow is how many objects a compaction compares each object
+	// with for a delta (git's pack.window).
+	packWindow = 10
 )
 
 // maxOpenClones is how many clones of a Cache may hold pack files open at
@@ -58,26 +68,31 @@ const objectCacheSize = 96 * cache.MiByte
 // (a variable for the tests).
 var idleClose = 2 * time.Minute
 
-// compact packs a clone's objects into one pack once it holds too many old
-// packs, and opens the clone again, so that no descriptor of a removed pack
-// stays open. The caller holds r.mu and the clone's lock. A compaction that
-// fails leaves the clone as it was, and is logged: the fetch goes on.
+// compact rolls up a clone's old packs once it holds too many, and opens
+// the clone again, so that no descriptor or index of a removed pack stays.
+// The caller holds r.mu and the clone's lock. A compaction that fails
+// leaves the clone's objects as they were, and is logged: the fetch goes
+// on.
 func (r *Repo) compact() {
-	now := time.Now()
-	ages := packTimes(r.root)
-	cutoff := now.Add(-packGrace)
-	if olderThan(ages, cutoff) <= maxOldPacks {
-		if len(ages) <= maxPacks {
-			return
-		}
-		cutoff = now.Add(-packShortGrace)
-		if olderThan(ages, cutoff) == 0 {
-			return // every pack is recent: nothing may go yet
+	cutoff := time.Now().Add(-packGrace)
+	var old []packInfo
+	for _, p := range listPacks(r.root) {
+		if p.mod.Before(cutoff) {
+			old = append(old, p)
 		}
 	}
-	packer, err := git.Open(r.serialObjects(), nil)
-	if err == nil {
-		err = packer.RepackObjects(&git.RepackConfig{OnlyDeletePacksOlderThan: cutoff})
+	if len(old) <= maxOldPacks {
+		return
+	}
+	roll := rollup(old)
+	var err error
+	if len(roll) == len(old) {
+		var packer *git.Repository
+		if packer, err = git.Open(r.serialObjects(), nil); err == nil {
+			err = packer.RepackObjects(&git.RepackConfig{OnlyDeletePacksOlderThan: cutoff})
+		}
+	} else {
+		err = r.mergePacks(roll)
 	}
 	if err == nil {
 		var g *git.Repository
@@ -96,34 +111,123 @@ func (r *Repo) compact() {
 	}
 }
 
-// packTimes lists when each pack of a clone was written, in one read of
-// its pack folder.
-func packTimes(root string) []time.Time {
+// packInfo is one pack of a clone: its hash, size and when it was written.
+type packInfo struct {
+	hash plumbing.Hash
+	size int64
+	mod  time.Time
+}
+
+// listPacks lists the packs of a clone, in one read of its pack folder.
+func listPacks(root string) []packInfo {
 	entries, err := os.ReadDir(filepath.Join(root, "objects", "pack"))
 	if err != nil {
 		return nil
 	}
-	var out []time.Time
+	var out []packInfo
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".pack") || strings.HasPrefix(e.Name(), "tmp_") {
+		name, ok := strings.CutSuffix(e.Name(), ".pack")
+		if !ok || !strings.HasPrefix(name, "pack-") {
+			continue // tmp_ packs of a fetch under way, .idx files
+		}
+		hex := strings.TrimPrefix(name, "pack-")
+		if !plumbing.IsHash(hex) {
 			continue
 		}
 		if info, err := e.Info(); err == nil {
-			out = append(out, info.ModTime())
+			out = append(out, packInfo{hash: plumbing.NewHash(hex), size: info.Size(), mod: info.ModTime()})
 		}
 	}
 	return out
 }
 
-// olderThan counts the times before cutoff.
-func olderThan(times []time.Time, cutoff time.Time) int {
+// rollup picks the packs to pack into one: sorted by size, the smallest up
+// to the last that is smaller than twice all those before it. The packs
+// left are each at least twice the size of all the smaller ones together.
+func rollup(packs []packInfo) []packInfo {
+	packs = slices.Clone(packs)
+	slices.SortFunc(packs, func(a, b packInfo) int { return cmp.Compare(a.size, b.size) })
 	n := 0
-	for _, t := range times {
-		if t.Before(cutoff) {
-			n++
+	var sum int64
+	for i, p := range packs {
+		if p.size < 2*sum {
+			n = i + 1
+		}
+		sum += p.size
+	}
+	if n < 2 {
+		// The old packs already grow geometrically (a clone of gigabytes
+		// fetching at every push): no roll-up shrinks them but a whole one.
+		return packs
+	}
+	return packs[:n]
+}
+
+// mergePacks packs the objects of the given packs into one, and removes
+// them. Every object they hold is kept, reachable or not; the new pack is
+// complete before any is removed.
+func (r *Repo) mergePacks(packs []packInfo) error {
+	st, ok := r.git.Storer.(*filesystem.Storage)
+	if !ok {
+		return nil
+	}
+	var hashes []plumbing.Hash
+	seen := map[plumbing.Hash]bool{}
+	for _, p := range packs {
+		if err := packObjects(r.root, p.hash, func(h plumbing.Hash) {
+			if !seen[h] {
+				seen[h] = true
+				hashes = append(hashes, h)
+			}
+		}); err != nil {
+			return err
 		}
 	}
-	return n
+	w, err := st.PackfileWriter()
+	if err != nil {
+		return err
+	}
+	if _, err := packfile.NewEncoder(w, r.serialObjects(), false).Encode(hashes, packWindow); err != nil {
+		w.Close()
+		return fmt.Errorf("writing pack: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("writing pack: %w", err)
+	}
+	for _, p := range packs {
+		if err := st.DeleteOldObjectPackAndIndex(p.hash, time.Time{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// packObjects calls fn with each object a pack's index names.
+func packObjects(root string, pack plumbing.Hash, fn func(plumbing.Hash)) error {
+	f, err := os.Open(filepath.Join(root, "objects", "pack", "pack-"+pack.String()+".idx"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	idx := idxfile.NewMemoryIndex()
+	if err := idxfile.NewDecoder(bufio.NewReader(f)).Decode(idx); err != nil {
+		return fmt.Errorf("reading %s: %w", f.Name(), err)
+	}
+	entries, err := idx.Entries()
+	if err != nil {
+		return err
+	}
+	defer entries.Close()
+	for {
+		e, err := entries.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fn(e.Hash)
+	}
 }
 
 // closeFiles closes the clone's open pack files and drops what it holds in

@@ -2,10 +2,13 @@ package source
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,6 +127,132 @@ func TestManyFetchesArePackedIntoOne(t *testing.T) {
 	}
 }
 
+// Once its old packs are many, a clone rolls up the small ones and leaves
+// a big one as it is: the packing costs what the small packs hold, not the
+// repository. Every object of the packs rolled up stays, reachable or not.
+func TestSmallPacksRollUpBesideABigOne(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	big := make([]byte, 1<<20)
+	rand.Read(big)
+	w.Write(map[string]string{"big": hex.EncodeToString(big), "a": "start\n"}).Commit("big")
+	w.Push("main")
+	cache := NewCache(t.TempDir())
+	loc := mustLoc(t, url)
+	every := ContextWithMaxAge(ctx, time.Nanosecond)
+	r, err := cache.Open(every, loc, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := listPacks(r.Root())
+	if len(first) != 1 {
+		t.Fatalf("%d packs after the clone, want 1", len(first))
+	}
+	bigPack := first[0]
+	commits := []string{w.Head()}
+	for i := range maxOldPacks + 5 {
+		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i)}).Commit(fmt.Sprint(i))
+		w.Push("main")
+		commits = append(commits, w.Head())
+		if r, err = cache.Open(every, loc, OpenOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An object no ref reaches, in a pack of its own.
+	b := r.NewBatch()
+	stray, err := b.WriteBlob([]byte("no ref reaches me\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(listPacks(r.Root())); n < maxOldPacks+7 {
+		t.Fatalf("%d packs: the test needs one a fetch", n)
+	}
+	old := time.Now().Add(-2 * packGrace)
+	p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*"))
+	for _, f := range p {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Write(map[string]string{"a": "last\n"}).Commit("last")
+	w.Push("main")
+	commits = append(commits, w.Head())
+	if r, err = cache.Open(every, loc, OpenOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after := listPacks(r.Root())
+	var kept bool
+	for _, p := range after {
+		kept = kept || p.hash == bigPack.hash
+	}
+	if !kept {
+		t.Errorf("the big pack %s was packed again with the small ones (%d packs now)", bigPack.hash.String()[:8], len(after))
+	}
+	// The big pack, the small ones as one, the last fetch's.
+	if len(after) > 3 {
+		t.Errorf("%d packs after the roll-up, want at most 3", len(after))
+	}
+	for i, c := range commits {
+		want := fmt.Sprintf("%d\n", i-1)
+		switch i {
+		case 0:
+			want = "start\n"
+		case len(commits) - 1:
+			want = "last\n"
+		}
+		if got := readAt(t, r, c, "a"); got != want {
+			t.Fatalf("commit %d (%s) reads %q after the roll-up, want %q", i, c[:8], got, want)
+		}
+	}
+	if _, err := r.git.Storer.EncodedObject(plumbing.BlobObject, stray); err != nil {
+		t.Errorf("the object no ref reaches is gone after the roll-up: %v", err)
+	}
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if strings.HasPrefix(target, r.Root()) && strings.HasSuffix(target, "(deleted)") {
+			t.Errorf("a removed pack is still open: %s", target)
+		}
+	}
+}
+
+func TestRollupLeavesPacksGrowingGeometrically(t *testing.T) {
+	sizes := func(ps []packInfo) []int64 {
+		var out []int64
+		for _, p := range ps {
+			out = append(out, p.size)
+		}
+		return out
+	}
+	packs := func(sizes ...int64) []packInfo {
+		var out []packInfo
+		for _, s := range sizes {
+			out = append(out, packInfo{size: s})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		in, want []int64
+	}{
+		{[]int64{1, 1, 1, 1}, []int64{1, 1, 1, 1}},
+		{[]int64{1000, 1, 1, 1}, []int64{1, 1, 1}},
+		{[]int64{1000, 40, 1, 1, 1}, []int64{1, 1, 1}},
+		{[]int64{1000, 4, 1, 1, 1}, []int64{1, 1, 1, 4}},
+		{[]int64{1, 1, 8, 1000}, []int64{1, 1}},
+		// Already geometric: nothing smaller than a whole packing.
+		{[]int64{1, 2, 8, 1000}, []int64{1, 2, 8, 1000}},
+	} {
+		if got := sizes(rollup(packs(tc.in...))); !slices.Equal(got, tc.want) {
+			t.Errorf("rollup(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
 func readAt(t *testing.T, r *Repo, commit, name string) string {
 	t.Helper()
 	tree, err := r.CommitTree(plumbing.NewHash(commit))
@@ -160,9 +289,8 @@ func packFiles(t *testing.T, r *Repo) int {
 }
 
 // A busy clone (a monorepo fetched at every push) holds at most
-// maxOpenPacks pack files open however many packs it reads from; once it
-// holds more than maxPacks, none an hour old, those older than
-// packShortGrace are packed into one; and a clone nobody opened for
+// maxOpenPacks pack files open however many packs it reads from; once
+// they age they are packed into one; and a clone nobody opened for
 // idleClose holds no file open until it is read again.
 func TestABusyClonesPacksAndOpenFilesStayBounded(t *testing.T) {
 	ctx := context.Background()
@@ -179,7 +307,8 @@ func TestABusyClonesPacksAndOpenFilesStayBounded(t *testing.T) {
 	var commits []string
 	var r *Repo
 	most := 0
-	for i := range maxPacks + 5 {
+	const fetches = 2*maxOldPacks + 5
+	for i := range fetches {
 		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i)}).Commit(fmt.Sprint(i))
 		w.Push("main")
 		commits = append(commits, w.Head())
@@ -199,14 +328,14 @@ func TestABusyClonesPacksAndOpenFilesStayBounded(t *testing.T) {
 		p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*.pack"))
 		return len(p)
 	}
-	if n := packs(); n < maxPacks+5 {
-		t.Fatalf("%d packs after %d fetches: the test needs one a fetch", n, maxPacks+5)
+	if n := packs(); n < fetches {
+		t.Fatalf("%d packs after %d fetches: the test needs one a fetch", n, fetches)
 	}
 	if most == 0 || most > maxOpenPacks {
 		t.Errorf("reading across %d packs held up to %d pack files open, want 1 to %d", packs(), most, maxOpenPacks)
 	}
-	// The packs are older than the short grace, younger than the hour.
-	old := time.Now().Add(-2 * packShortGrace)
+	// The packs age past the grace.
+	old := time.Now().Add(-2 * packGrace)
 	p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*"))
 	for _, f := range p {
 		if err := os.Chtimes(f, old, old); err != nil {
@@ -219,7 +348,7 @@ func TestABusyClonesPacksAndOpenFilesStayBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := packs(); n > 2 {
-		t.Fatalf("%d packs: more than %d packs older than %s were not packed", n, maxPacks, packShortGrace)
+		t.Fatalf("%d packs: more than %d packs older than %s were not packed", n, maxOldPacks, packGrace)
 	}
 	for i, c := range commits {
 		if got := readAt(t, r, c, "a"); got != fmt.Sprintf("%d\n", i) {
@@ -288,7 +417,7 @@ func TestPackingAClonesObjectsReadsThemOneAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	iter.ForEach(func(o plumbing.EncodedObject) error { hashes = append(hashes, o.Hash()); return nil })
-	if n := len(packTimes(r.Root())); len(hashes) < 100 || n <= maxOpenPacks {
+	if n := len(listPacks(r.Root())); len(hashes) < 100 || n <= maxOpenPacks {
 		t.Fatalf("%d objects in %d packs: the test needs many objects, in more packs than a clone keeps open", len(hashes), n)
 	}
 	// What the encoder does from its goroutines, many times over: reads of
