@@ -117,14 +117,7 @@ func TestManyFetchesArePackedIntoOne(t *testing.T) {
 	if got := readAt(t, r, unpushed.String(), "b"); got != "not pushed yet\n" {
 		t.Fatalf("the write in flight reads %q after packing", got)
 	}
-	// No descriptor of a removed pack is left open.
-	fds, _ := os.ReadDir("/proc/self/fd")
-	for _, fd := range fds {
-		target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
-		if strings.HasPrefix(target, r.Root()) && strings.HasSuffix(target, "(deleted)") {
-			t.Errorf("a removed pack is still open: %s", target)
-		}
-	}
+	noRemovedPackOpen(t, r)
 }
 
 // Once its old packs are many, a clone rolls up the small ones and leaves
@@ -212,13 +205,7 @@ func TestSmallPacksRollUpBesideABigOne(t *testing.T) {
 	if _, err := r.git.Storer.EncodedObject(plumbing.BlobObject, stray); err != nil {
 		t.Errorf("the object no ref reaches is gone after the roll-up: %v", err)
 	}
-	fds, _ := os.ReadDir("/proc/self/fd")
-	for _, fd := range fds {
-		target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
-		if strings.HasPrefix(target, r.Root()) && strings.HasSuffix(target, "(deleted)") {
-			t.Errorf("a removed pack is still open: %s", target)
-		}
-	}
+	noRemovedPackOpen(t, r)
 }
 
 func TestRollupLeavesPacksGrowingGeometrically(t *testing.T) {
@@ -249,6 +236,19 @@ func TestRollupLeavesPacksGrowingGeometrically(t *testing.T) {
 	} {
 		if got := sizes(rollup(packs(tc.in...))); !slices.Equal(got, tc.want) {
 			t.Errorf("rollup(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// noRemovedPackOpen fails the test if this process holds a removed file
+// of the clone open.
+func noRemovedPackOpen(t *testing.T, r *Repo) {
+	t.Helper()
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if strings.HasPrefix(target, r.Root()) && strings.HasSuffix(target, "(deleted)") {
+			t.Errorf("a removed pack is still open: %s", target)
 		}
 	}
 }
