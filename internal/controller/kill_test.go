@@ -26,6 +26,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/cluster"
+	"sluice.dev/sluice/internal/devcluster"
 )
 
 // childEnv, set, makes the test binary a controller process of its own
@@ -78,6 +79,7 @@ func (e *env) startChild(cacheDir string, with ...func(*childOptions)) *exec.Cmd
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(opts))
 	cmd.Stderr = e.logs
+	devcluster.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -59,6 +59,9 @@ type Cluster struct {
 	// with its objects) and garbage collection (owner references).
 	controllers *exec.Cmd
 	stopped     chan struct{}
+	// reaper kills etcd and the API server if this process dies without
+	// stopping them.
+	reaper func()
 	// Flux and Git are the Flux controllers and their git server, with
 	// Options.Flux.
 	Flux *Flux
@@ -111,13 +114,15 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	reaper := startReaper(certDir)
 	cfg, err := env.Start()
 	if err != nil {
 		env.Stop()
+		reaper()
 		os.RemoveAll(certDir)
 		return nil, fmt.Errorf("starting the control plane from %s: %w", o.Assets, err)
 	}
-	c := &Cluster{env: env, Config: cfg, certDir: certDir}
+	c := &Cluster{env: env, Config: cfg, certDir: certDir, reaper: reaper}
 	dir := o.Dir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "sluice-cluster-"); err != nil {
@@ -166,6 +171,7 @@ func (c *Cluster) startControllers(bin, dir string, extra []string) error {
 		"--concurrent-namespace-syncs=4",
 	)
 	cmd.Stdout, cmd.Stderr = log, log
+	DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return fmt.Errorf("starting kube-controller-manager: %w", err)
@@ -227,6 +233,7 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	err := c.env.Stop()
+	c.reaper()
 	os.RemoveAll(c.certDir)
 	return err
 }

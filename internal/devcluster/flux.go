@@ -182,6 +182,7 @@ func (f *Flux) start(name, bin string, o FluxOptions, storage, storageAddr strin
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+o.Kubeconfig, "RUNTIME_NAMESPACE="+o.Namespace)
 	cmd.Stdout, cmd.Stderr = log, log
+	DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return fmt.Errorf("starting %s: %w", name, err)

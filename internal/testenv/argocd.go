@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"sluice.dev/sluice/internal/devcluster"
 )
 
 // ApplicationSetController returns the path of Argo CD's ApplicationSet
@@ -320,6 +322,7 @@ func waitListening(t TB, addr, what string, logs func(int) string) {
 // exits). done is closed when it has exited; stop interrupts it, kills it
 // 10 s later, and returns once it has exited.
 func startProcess(cmd *exec.Cmd, log *os.File) (done chan struct{}, stop func(), err error) {
+	devcluster.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, nil, err

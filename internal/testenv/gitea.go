@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"sluice.dev/sluice/internal/devcluster"
 )
 
 // Gitea is a real forge (Gitea, built by `make tools` from the module
@@ -98,6 +100,7 @@ LEVEL = Warn
 	}
 	g.cmd = exec.Command(bin, "--config", file, "web")
 	g.cmd.Stdout, g.cmd.Stderr = log, log
+	devcluster.DieWithParent(g.cmd)
 	if err := g.cmd.Start(); err != nil {
 		t.Fatalf("%v", err)
 	}

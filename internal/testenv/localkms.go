@@ -22,6 +22,8 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awskms "github.com/aws/aws-sdk-go-v2/service/kms"
+
+	"sluice.dev/sluice/internal/devcluster"
 )
 
 // LocalKMS is Local KMS (github.com/nsmithuk/local-kms), a server of AWS
@@ -52,6 +54,7 @@ func StartLocalKMS(t TB) *LocalKMS {
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.Env = append(os.Environ(), "PORT="+port, "KMS_REGION="+k.Region, "KMS_ACCOUNT_ID=111122223333", "KMS_DATA_PATH="+t.TempDir())
+	devcluster.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("local-kms: %v", err)
 	}

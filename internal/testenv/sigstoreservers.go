@@ -28,6 +28,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"sluice.dev/sluice/internal/devcluster"
 )
 
 // Fulcio is the real Sigstore certificate authority (`make tools` builds
@@ -143,6 +145,7 @@ func startServer(t TB, cmd *exec.Cmd, logFile string) {
 		t.Fatalf("%v", err)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
+	devcluster.DieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", cmd.Path, err)
 	}
