@@ -106,6 +106,7 @@ func runPreviewServe(tb *benchTB, syncs, touch, prs, history int, idle time.Dura
 	ctrl := exec.Command(bin, "serve", "--kubeconfig", cl.Kubeconfig, "--cache-dir", filepath.Join(work, "ctrl-cache"),
 		"--hook-addr", hook, "--metrics-addr", metrics, "--health-addr", health, "--allow-remote-hosts", "127.0.0.1", "--log-encoding", "text")
 	ctrl.Stdout, ctrl.Stderr = logf, logf
+	devcluster.DieWithParent(ctrl)
 	if err := ctrl.Start(); err != nil {
 		return err
 	}

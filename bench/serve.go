@@ -597,6 +597,7 @@ func (s *serveBench) startController(ctx context.Context, token string, namespac
 		"--hook-addr", s.hook, "--metrics-addr", s.metrics, "--health-addr", health, "--allow-remote-hosts", "127.0.0.1", "--render-isolation", s.isolation, "--pprof-addr", s.pprof,
 		"--registry-rps", strconv.FormatFloat(s.registryRPS, 'g', -1, 64))
 	s.ctrl.Stdout, s.ctrl.Stderr = logf, logf
+	devcluster.DieWithParent(s.ctrl)
 	if err := s.ctrl.Start(); err != nil {
 		return api, logf, stop, err
 	}

@@ -415,6 +415,7 @@ func (s *soak) startReplica(i int) error {
 		"--hook-addr", r.hook, "--metrics-addr", r.metrics, "--health-addr", r.h, "--pprof-addr", r.pprof,
 		"--allow-remote-hosts", "127.0.0.1", "--render-isolation", s.isolation)
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
+	devcluster.DieWithParent(r.cmd)
 	if err := r.cmd.Start(); err != nil {
 		logf.Close()
 		return err
