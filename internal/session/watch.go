@@ -35,7 +35,15 @@ type Watcher struct {
 	dirs   map[string]bool
 	ignore *source.Ignore
 	done   chan struct{}
+	// gitDir is the git directory of the repository holding root ("" if
+	// none): while git holds its index or HEAD locked, a checkout, merge
+	// or stash is rewriting the tree, and a burst is held until it ends.
+	gitDir string
 }
+
+// gitHold is how long a burst is held for git's locks at most: a lock a
+// crashed git left behind does not stop the session.
+const gitHold = 10 * time.Second
 
 // NewWatcher watches paths under root. A burst ends once quiet passes
 // without events, or max after it began.
@@ -48,6 +56,7 @@ func NewWatcher(root string, quiet, max time.Duration) (*Watcher, error) {
 		root: filepath.Clean(root), fw: fw, quiet: quiet, max: max,
 		out: make(chan Change), errs: make(chan error, 1), dirs: map[string]bool{},
 		ignore: source.NewIgnore(os.DirFS(root)), done: make(chan struct{}),
+		gitDir: gitDirOf(root),
 	}
 	go w.loop()
 	return w, nil
@@ -175,6 +184,12 @@ func (w *Watcher) loop() {
 			if len(pending) == 0 {
 				continue
 			}
+			if w.gitBusy() && time.Since(first) < gitHold {
+				// A branch switch spans more than a burst's longest on a
+				// loaded machine: half a tree would render.
+				timer = time.After(w.quiet)
+				continue
+			}
 			c := Change{Paths: dedupe(pending), First: first}
 			pending = nil
 			select {
@@ -183,6 +198,55 @@ func (w *Watcher) loop() {
 				return
 			}
 		}
+	}
+}
+
+// gitBusy reports whether git holds the repository's index or HEAD locked.
+func (w *Watcher) gitBusy() bool {
+	if w.gitDir == "" {
+		return false
+	}
+	for _, lock := range []string{"index.lock", "HEAD.lock"} {
+		if _, err := os.Lstat(filepath.Join(w.gitDir, lock)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// gitDirOf finds the git directory of the repository holding dir: a .git
+// directory in dir or above it, or the one a .git file names (a linked
+// worktree, a submodule).
+func gitDirOf(dir string) string {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	for {
+		dot := filepath.Join(dir, ".git")
+		if info, err := os.Stat(dot); err == nil {
+			if info.IsDir() {
+				return dot
+			}
+			data, err := os.ReadFile(dot)
+			if err != nil {
+				return ""
+			}
+			target, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+			if !ok {
+				return ""
+			}
+			target = strings.TrimSpace(target)
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(dir, target)
+			}
+			return target
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
 	}
 }
 

@@ -68,3 +68,59 @@ func TestWatcherHonoursIgnoreFilesAndDebounces(t *testing.T) {
 		}
 	}
 }
+
+// While git holds the index locked (a checkout, a merge, a stash writing
+// the tree), the files it writes are held back, however long it takes, and
+// reported as one change once it is done: half a branch switch is never
+// rendered.
+func TestWatcherHoldsChangesWhileGitRewritesTheTree(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, ".git"), 0o755)
+	tree := filepath.Join(root, "deploy")
+	write(t, root, map[string]string{"deploy/a.yaml": "a: 1\n"})
+	// The tree is a folder of the repository: its git directory is above.
+	w, err := NewWatcher(tree, 20*time.Millisecond, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(tree); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(root, ".git", "index.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(t, tree, map[string]string{"a.yaml": "a: 2\n"})
+	select {
+	case ch := <-w.Changes():
+		t.Fatalf("a change reported while git held the index: %v", ch.Paths)
+	case <-time.After(time.Second): // ten times the longest burst
+	}
+	write(t, tree, map[string]string{"b.yaml": "b: 1\n"})
+	os.Remove(lock)
+	select {
+	case ch := <-w.Changes():
+		if !slices.Equal(ch.Paths, []string{"a.yaml", "b.yaml"}) {
+			t.Errorf("once git let go: %v, want both files in one change", ch.Paths)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no change reported once git let go of the index")
+	}
+}
+
+func TestGitDirOfFindsTheRepositoryAboveOrALinkedWorktrees(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "main", ".git"), 0o755)
+	os.MkdirAll(filepath.Join(root, "main", "deploy", "prod"), 0o755)
+	os.MkdirAll(filepath.Join(root, "wt", "deploy"), 0o755)
+	os.WriteFile(filepath.Join(root, "wt", ".git"), []byte("gitdir: ../main/.git/worktrees/wt\n"), 0o644)
+	for dir, want := range map[string]string{
+		filepath.Join(root, "main", "deploy", "prod"): filepath.Join(root, "main", ".git"),
+		filepath.Join(root, "wt", "deploy"):           filepath.Join(root, "main", ".git", "worktrees", "wt"),
+	} {
+		if got := gitDirOf(dir); got != want {
+			t.Errorf("gitDirOf(%s) = %s, want %s", dir, got, want)
+		}
+	}
+}
