@@ -24,21 +24,22 @@ import (
 
 // A clone of the cache gathers a pack with every fetch and every write, and
 // each pack costs memory for its index (some kilobytes, however few its
-// objects) besides an open file. Once more than maxOldPacks of its packs
-// are older than packGrace, they are rolled up, as git's geometric
-// repacking does: the old packs are sorted by size and the smallest ones
-// up to the last that is not at least twice all those smaller are packed
-// into one (their objects copied, whatever reaches them), leaving the big
-// packs as they are. When that takes in every old pack, the clone is
-// packed whole instead: the objects its branches and tags reach, into one
-// pack, the rest dropped. Each object is then copied a few times over its
-// life, a big clone is packed whole only when what it fetched since
-// outweighs it, and a compaction holding readers back costs what the
-// small packs hold, not what the repository does. A long-lived clone keeps
-// at most maxOldPacks packs besides those of the last packGrace, so its
-// memory stays flat however long it lives. Packs younger than packGrace
-// stay, with what they hold: the objects of a write not pushed yet (a
-// push gives up a stalled server after two minutes).
+// objects) besides an open file. Once a clone holds more than maxPacks
+// packs, they are rolled up, as git's geometric repacking does: sorted by
+// size, the smallest up to the last that is not at least twice all those
+// smaller are packed into one, their objects copied whatever reaches them,
+// and the big packs left as they are. Each object is then copied a few
+// times over its life, and a compaction, which holds the clone's readers
+// back, costs what the small packs hold, not what the repository does. A
+// clone holds at most maxPacks packs and a few big ones, however busy, so
+// its memory stays flat however long it lives.
+//
+// When the roll-up takes in every pack and all are older than packGrace,
+// the clone is packed whole instead: the objects its branches and tags
+// reach, into one pack, the rest dropped (what a force-push or a deleted
+// branch left behind). The grace keeps the objects of a write not pushed
+// yet: a push gives up a stalled server after two minutes. A roll-up drops
+// nothing, so it needs none.
 //
 // Whatever the packs, a clone keeps at most maxOpenPacks of them open (the
 // storage's least recently used are closed), and a clone the Cache has not
@@ -48,7 +49,7 @@ import (
 // are bounded by maxOpenClones × maxOpenPacks, however many repositories
 // and packs.
 const (
-	maxOldPacks  = 20
+	maxPacks     = 20
 	packGrace    = 10 * time.Minute
 	maxOpenPacks = 8
 	// packWindow is how many objects a compaction compares each object
@@ -68,25 +69,19 @@ const objectCacheSize = 96 * cache.MiByte
 // (a variable for the tests).
 var idleClose = 2 * time.Minute
 
-// compact rolls up a clone's old packs once it holds too many, and opens
-// the clone again, so that no descriptor or index of a removed pack stays.
-// The caller holds r.mu and the clone's lock. A compaction that fails
-// leaves the clone's objects as they were, and is logged: the fetch goes
-// on.
+// compact rolls up a clone's packs once it holds too many, and opens the
+// clone again, so that no descriptor or index of a removed pack stays. The
+// caller holds r.mu and the clone's lock. A compaction that fails leaves
+// the clone's objects as they were, and is logged: the fetch goes on.
 func (r *Repo) compact() {
-	cutoff := time.Now().Add(-packGrace)
-	var old []packInfo
-	for _, p := range listPacks(r.root) {
-		if p.mod.Before(cutoff) {
-			old = append(old, p)
-		}
-	}
-	if len(old) <= maxOldPacks {
+	packs := listPacks(r.root)
+	if len(packs) <= maxPacks {
 		return
 	}
-	roll := rollup(old)
+	roll := rollup(packs)
+	cutoff := time.Now().Add(-packGrace)
 	var err error
-	if len(roll) == len(old) {
+	if len(roll) == len(packs) && !slices.ContainsFunc(packs, func(p packInfo) bool { return !p.mod.Before(cutoff) }) {
 		var packer *git.Repository
 		if packer, err = git.Open(r.serialObjects(), nil); err == nil {
 			err = packer.RepackObjects(&git.RepackConfig{OnlyDeletePacksOlderThan: cutoff})
@@ -156,8 +151,8 @@ func rollup(packs []packInfo) []packInfo {
 		sum += p.size
 	}
 	if n < 2 {
-		// The old packs already grow geometrically (a clone of gigabytes
-		// fetching at every push): no roll-up shrinks them but a whole one.
+		// The packs already grow geometrically (more than maxPacks of
+		// them: a clone of gigabytes): only a whole packing shrinks them.
 		return packs
 	}
 	return packs[:n]

@@ -22,23 +22,23 @@ import (
 	"sluice.dev/sluice/internal/testenv"
 )
 
-// A long-lived clone gathers a pack with every fetch; once more than
-// maxOldPacks of them are older than packGrace they are packed into one:
-// every commit still reads, a write not pushed yet keeps its objects, the
-// packs of the last hour stay, and no descriptor of a removed pack stays
-// open.
+// A long-lived clone gathers a pack with every fetch; past maxPacks they
+// are rolled up, however young: the clone never holds many more, every
+// commit still reads, a write not pushed yet keeps its objects, and no
+// descriptor of a removed pack stays open.
 func TestManyFetchesArePackedIntoOne(t *testing.T) {
 	ctx := context.Background()
 	srv := testenv.NewGitServer(t)
 	url := srv.CreateRepo(t, "app")
 	w := testenv.NewWork(t, url)
-	dir := t.TempDir()
-	cache := NewCache(dir)
+	cache := NewCache(t.TempDir())
 	loc := mustLoc(t, url)
 	every := ContextWithMaxAge(ctx, time.Nanosecond)
 	var commits []string
 	var r *Repo
-	for i := range maxOldPacks + 5 {
+	var unpushed plumbing.Hash
+	most := 0
+	for i := range 3 * maxPacks {
 		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i)}).Commit(fmt.Sprint(i))
 		w.Push("main")
 		commits = append(commits, w.Head())
@@ -46,34 +46,134 @@ func TestManyFetchesArePackedIntoOne(t *testing.T) {
 		if r, err = cache.Open(every, loc, OpenOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		if i == maxPacks/2 {
+			unpushed = writeInFlight(t, r)
+		}
+		n := len(listPacks(r.Root()))
+		if n > maxPacks+1 {
+			t.Fatalf("%d packs after %d fetches: they were not rolled up", n, i+1)
+		}
+		most = max(most, n)
 	}
-	packs := func() []string {
-		p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*.pack"))
-		return p
+	if most < maxPacks {
+		t.Fatalf("at most %d packs: the test never reached a roll-up", most)
 	}
-	if n := len(packs()); n < maxOldPacks+5 {
-		t.Fatalf("%d packs after %d fetches: the test needs one a fetch", n, maxOldPacks+5)
-	}
-	// Young packs stay, however many.
-	w.Write(map[string]string{"a": "young\n"}).Commit("young")
-	w.Push("main")
-	if _, err := cache.Open(every, loc, OpenOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(packs()); n < maxOldPacks+6 {
-		t.Fatalf("%d packs: packs younger than %s were packed", n, packGrace)
-	}
-	commits = append(commits, w.Head())
-	// The packs age past the grace.
-	old := time.Now().Add(-2 * packGrace)
-	for _, p := range packs() {
-		for _, f := range []string{p, strings.TrimSuffix(p, ".pack") + ".idx"} {
-			if err := os.Chtimes(f, old, old); err != nil {
-				t.Fatal(err)
-			}
+	for i, c := range commits {
+		if got := readAt(t, r, c, "a"); got != fmt.Sprintf("%d\n", i) {
+			t.Fatalf("commit %d (%s) reads %q after packing", i, c[:8], got)
 		}
 	}
-	// A write in flight: its own pack, young, no ref to it yet.
+	if got := readAt(t, r, unpushed.String(), "b"); got != "not pushed yet\n" {
+		t.Fatalf("the write in flight reads %q after packing", got)
+	}
+	noRemovedPackOpen(t, r)
+}
+
+// Once more than maxPacks packs are all older than packGrace, the clone is
+// packed whole: one pack of what its refs reach, and what none reaches
+// (a write given up, a force-pushed branch's old commits) dropped.
+func TestAClonesOldPacksArePackedWhole(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	w.Write(map[string]string{"a": "0\n"}).Commit("0")
+	w.Push("main")
+	cache := NewCache(t.TempDir())
+	loc := mustLoc(t, url)
+	every := ContextWithMaxAge(ctx, time.Nanosecond)
+	r, err := cache.Open(every, loc, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var strays []plumbing.Hash
+	for len(listPacks(r.Root())) <= maxPacks {
+		strays = append(strays, writeInFlight(t, r))
+	}
+	old := time.Now().Add(-2 * packGrace)
+	p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*"))
+	for _, f := range p {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Write(map[string]string{"a": "1\n"}).Commit("1")
+	w.Push("main")
+	if r, err = cache.Open(every, loc, OpenOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(listPacks(r.Root())); n > 2 {
+		t.Fatalf("%d packs: more than %d packs older than %s were not packed whole", n, maxPacks, packGrace)
+	}
+	if got := readAt(t, r, w.Head(), "a"); got != "1\n" {
+		t.Fatalf("the fetched commit reads %q", got)
+	}
+	for _, h := range strays {
+		if _, err := r.git.Storer.EncodedObject(plumbing.CommitObject, h); err == nil {
+			t.Fatalf("commit %s, which no ref reaches, outlived packing the clone whole", h.String()[:8])
+		}
+	}
+	noRemovedPackOpen(t, r)
+}
+
+// Two processes may share a cache's directory (two `sluice hydrate` runs):
+// one rolling up the packs the other had indexed leaves the other reading
+// every object still, from the new pack, rather than calling its clone
+// damaged and cloning it again.
+func TestAClonePackedByAnotherProcessStillReads(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	dir := t.TempDir()
+	loc := mustLoc(t, url)
+	every := ContextWithMaxAge(ctx, time.Nanosecond)
+	packer := NewCache(dir)
+	var commits []string
+	for i := range maxPacks {
+		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i)}).Commit(fmt.Sprint(i))
+		w.Push("main")
+		commits = append(commits, w.Head())
+		if _, err := packer.Open(every, loc, OpenOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other process opens the clone as it is: it indexes its packs
+	// and reads the latest commit only.
+	other := NewCache(dir)
+	r, err := other.Open(ctx, loc, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAt(t, r, commits[len(commits)-1], "a"); got != fmt.Sprintf("%d\n", len(commits)-1) {
+		t.Fatalf("the other process reads %q", got)
+	}
+	before := len(listPacks(r.Root()))
+	// The first process fetches on until it rolls the packs up.
+	for i := 0; len(listPacks(r.Root())) >= before; i++ {
+		if i == 3 {
+			t.Fatalf("%d packs before, %d after: nothing was rolled up, the test shows nothing", before, len(listPacks(r.Root())))
+		}
+		w.Write(map[string]string{"b": fmt.Sprintf("%d\n", i)}).Commit(fmt.Sprint("b", i))
+		w.Push("main")
+		if _, err := packer.Open(every, loc, OpenOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range commits {
+		if got := readAt(t, r, c, "a"); got != fmt.Sprintf("%d\n", i) {
+			t.Fatalf("commit %d reads %q in the other process", i, got)
+		}
+	}
+	if err := r.health(); err != nil {
+		t.Errorf("the other process calls its clone damaged: %v", err)
+	}
+}
+
+// writeInFlight writes a commit no ref names, in a pack of its own, as a
+// hydration does before its push.
+func writeInFlight(t *testing.T, r *Repo) plumbing.Hash {
+	t.Helper()
 	b := r.NewBatch()
 	blob, err := b.WriteBlob([]byte("not pushed yet\n"))
 	if err != nil {
@@ -84,45 +184,19 @@ func TestManyFetchesArePackedIntoOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	sig := object.Signature{Name: "t", Email: "t@example.com", When: time.Now()}
-	unpushed, err := b.WriteCommit(&object.Commit{Author: sig, Committer: sig, Message: "in flight", TreeHash: tree})
+	c, err := b.WriteCommit(&object.Commit{Author: sig, Committer: sig, Message: fmt.Sprint("in flight ", time.Now().UnixNano()), TreeHash: tree})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	before := len(packs())
-	w.Write(map[string]string{"a": "last\n"}).Commit("last")
-	w.Push("main")
-	commits = append(commits, w.Head())
-	if r, err = cache.Open(every, loc, OpenOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// One pack of all the old ones, the write's and the last fetch's.
-	if n := len(packs()); n > 3 {
-		t.Fatalf("%d packs (%d before the fetch): the old packs were not packed into one", n, before)
-	}
-	for i, c := range commits {
-		want := fmt.Sprintf("%d\n", i)
-		switch {
-		case i == len(commits)-1:
-			want = "last\n"
-		case i == len(commits)-2:
-			want = "young\n"
-		}
-		if got := readAt(t, r, c, "a"); got != want {
-			t.Fatalf("commit %d (%s) reads %q after packing, want %q", i, c[:8], got, want)
-		}
-	}
-	if got := readAt(t, r, unpushed.String(), "b"); got != "not pushed yet\n" {
-		t.Fatalf("the write in flight reads %q after packing", got)
-	}
-	noRemovedPackOpen(t, r)
+	return c
 }
 
-// Once its old packs are many, a clone rolls up the small ones and leaves
-// a big one as it is: the packing costs what the small packs hold, not the
-// repository. Every object of the packs rolled up stays, reachable or not.
+// A clone rolls up its small packs and leaves a big one as it is: the
+// packing costs what the small packs hold, not the repository. Every
+// object of the packs rolled up stays, reachable or not.
 func TestSmallPacksRollUpBesideABigOne(t *testing.T) {
 	ctx := context.Background()
 	srv := testenv.NewGitServer(t)
@@ -144,66 +218,37 @@ func TestSmallPacksRollUpBesideABigOne(t *testing.T) {
 		t.Fatalf("%d packs after the clone, want 1", len(first))
 	}
 	bigPack := first[0]
+	stray := writeInFlight(t, r)
 	commits := []string{w.Head()}
-	for i := range maxOldPacks + 5 {
+	rolled := false
+	for i := range 2 * maxPacks {
 		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i)}).Commit(fmt.Sprint(i))
 		w.Push("main")
 		commits = append(commits, w.Head())
+		before := len(listPacks(r.Root()))
 		if r, err = cache.Open(every, loc, OpenOptions{}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	// An object no ref reaches, in a pack of its own.
-	b := r.NewBatch()
-	stray, err := b.WriteBlob([]byte("no ref reaches me\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(listPacks(r.Root())); n < maxOldPacks+7 {
-		t.Fatalf("%d packs: the test needs one a fetch", n)
-	}
-	old := time.Now().Add(-2 * packGrace)
-	p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*"))
-	for _, f := range p {
-		if err := os.Chtimes(f, old, old); err != nil {
-			t.Fatal(err)
+		after := listPacks(r.Root())
+		rolled = rolled || len(after) < before
+		if !slices.ContainsFunc(after, func(p packInfo) bool { return p.hash == bigPack.hash }) {
+			t.Fatalf("fetch %d: the big pack %s was packed again with the small ones (%d packs now)", i, bigPack.hash.String()[:8], len(after))
 		}
 	}
-	w.Write(map[string]string{"a": "last\n"}).Commit("last")
-	w.Push("main")
-	commits = append(commits, w.Head())
-	if r, err = cache.Open(every, loc, OpenOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	after := listPacks(r.Root())
-	var kept bool
-	for _, p := range after {
-		kept = kept || p.hash == bigPack.hash
-	}
-	if !kept {
-		t.Errorf("the big pack %s was packed again with the small ones (%d packs now)", bigPack.hash.String()[:8], len(after))
-	}
-	// The big pack, the small ones as one, the last fetch's.
-	if len(after) > 3 {
-		t.Errorf("%d packs after the roll-up, want at most 3", len(after))
+	if !rolled {
+		t.Fatal("no roll-up happened: the test shows nothing")
 	}
 	for i, c := range commits {
 		want := fmt.Sprintf("%d\n", i-1)
-		switch i {
-		case 0:
+		if i == 0 {
 			want = "start\n"
-		case len(commits) - 1:
-			want = "last\n"
 		}
 		if got := readAt(t, r, c, "a"); got != want {
 			t.Fatalf("commit %d (%s) reads %q after the roll-up, want %q", i, c[:8], got, want)
 		}
 	}
-	if _, err := r.git.Storer.EncodedObject(plumbing.BlobObject, stray); err != nil {
-		t.Errorf("the object no ref reaches is gone after the roll-up: %v", err)
+	if _, err := r.git.Storer.EncodedObject(plumbing.CommitObject, stray); err != nil {
+		t.Errorf("the commit no ref reaches is gone after the roll-up: %v", err)
 	}
 	noRemovedPackOpen(t, r)
 }
@@ -289,9 +334,9 @@ func packFiles(t *testing.T, r *Repo) int {
 }
 
 // A busy clone (a monorepo fetched at every push) holds at most
-// maxOpenPacks pack files open however many packs it reads from; once
-// they age they are packed into one; and a clone nobody opened for
-// idleClose holds no file open until it is read again.
+// maxOpenPacks pack files open however many packs it reads from, and a
+// clone nobody opened for idleClose holds no file open until it is read
+// again.
 func TestABusyClonesPacksAndOpenFilesStayBounded(t *testing.T) {
 	ctx := context.Background()
 	srv := testenv.NewGitServer(t)
@@ -306,8 +351,8 @@ func TestABusyClonesPacksAndOpenFilesStayBounded(t *testing.T) {
 	every := ContextWithMaxAge(ctx, time.Nanosecond)
 	var commits []string
 	var r *Repo
-	most := 0
-	const fetches = 2*maxOldPacks + 5
+	most, widest := 0, 0
+	const fetches = 2*maxPacks + 5
 	for i := range fetches {
 		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i)}).Commit(fmt.Sprint(i))
 		w.Push("main")
@@ -323,39 +368,14 @@ func TestABusyClonesPacksAndOpenFilesStayBounded(t *testing.T) {
 			}
 		}
 		most = max(most, packFiles(t, r))
+		widest = max(widest, len(listPacks(r.Root())))
 	}
-	packs := func() int {
-		p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*.pack"))
-		return len(p)
-	}
-	if n := packs(); n < fetches {
-		t.Fatalf("%d packs after %d fetches: the test needs one a fetch", n, fetches)
+	if widest <= maxOpenPacks {
+		t.Fatalf("at most %d packs: the test needs more than a clone keeps open", widest)
 	}
 	if most == 0 || most > maxOpenPacks {
-		t.Errorf("reading across %d packs held up to %d pack files open, want 1 to %d", packs(), most, maxOpenPacks)
+		t.Errorf("reading across up to %d packs held up to %d pack files open, want 1 to %d", widest, most, maxOpenPacks)
 	}
-	// The packs age past the grace.
-	old := time.Now().Add(-2 * packGrace)
-	p, _ := filepath.Glob(filepath.Join(r.Root(), "objects", "pack", "*"))
-	for _, f := range p {
-		if err := os.Chtimes(f, old, old); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.Write(map[string]string{"a": "last\n"}).Commit("last")
-	w.Push("main")
-	if _, err := cache.Open(every, loc, OpenOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if n := packs(); n > 2 {
-		t.Fatalf("%d packs: more than %d packs older than %s were not packed", n, maxOldPacks, packGrace)
-	}
-	for i, c := range commits {
-		if got := readAt(t, r, c, "a"); got != fmt.Sprintf("%d\n", i) {
-			t.Fatalf("commit %d reads %q after packing", i, got)
-		}
-	}
-
 	// Idle: its files closed at the next sweep (another clone opened).
 	defer func(d time.Duration) { idleClose = d }(idleClose)
 	idleClose = 50 * time.Millisecond
@@ -396,7 +416,8 @@ func TestPackingAClonesObjectsReadsThemOneAtATime(t *testing.T) {
 		files[fmt.Sprintf("dir/file-with-a-long-name-%03d", i)] = fmt.Sprintf("%d\n", i)
 	}
 	w.Write(files)
-	for i := range 6 * maxOpenPacks {
+	// As many fetches as a clone holds packs before it rolls them up.
+	for i := range 3*maxOpenPacks + maxPacks {
 		// A commit, two trees and blobs, most of them stored as deltas of
 		// the commit before's (blobs and trees: the delta search's two
 		// goroutines); the first fetch takes half of them in one

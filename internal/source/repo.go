@@ -373,6 +373,9 @@ func (r *Repo) commitTree(h plumbing.Hash) (plumbing.Hash, error) {
 		return t, nil
 	}
 	c, err := r.git.CommitObject(h)
+	if err != nil && r.packsMoved() {
+		c, err = r.git.CommitObject(h)
+	}
 	if err != nil {
 		r.noteRead(err)
 		return plumbing.ZeroHash, err
@@ -483,6 +486,9 @@ func (r *Repo) tree(h plumbing.Hash) (*object.Tree, error) {
 		return t, nil
 	}
 	t, err := r.git.TreeObject(h)
+	if err != nil && r.packsMoved() {
+		t, err = r.git.TreeObject(h)
+	}
 	if err != nil {
 		r.noteRead(err)
 		return nil, err
@@ -511,6 +517,9 @@ func (r *Repo) ReadBlob(h plumbing.Hash) ([]byte, error) {
 
 func (r *Repo) readBlob(h plumbing.Hash) ([]byte, error) {
 	b, err := r.git.BlobObject(h)
+	if err != nil && r.packsMoved() {
+		b, err = r.git.BlobObject(h)
+	}
 	if err != nil {
 		r.noteRead(err)
 		return nil, err
@@ -798,6 +807,20 @@ func readObject(obj *plumbing.MemoryObject) ([]byte, error) {
 	}
 	defer rd.Close()
 	return io.ReadAll(rd)
+}
+
+// packsMoved lists the clone's packs again after a read failed, and
+// reports whether they changed since it last did: another process sharing
+// the clone may have rolled up the packs this one had indexed, and the
+// object is then in a new pack (git too looks at the pack folder again
+// before it calls an object missing). The caller holds r.mu.
+func (r *Repo) packsMoved() bool {
+	if !r.remote {
+		return false
+	}
+	before := r.indexed
+	r.reindex()
+	return before == nil || !slices.Equal(before, r.indexed)
 }
 
 // noteRead marks a clone damaged when a tree or blob it must hold cannot
