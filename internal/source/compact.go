@@ -49,7 +49,7 @@ import (
 // are bounded by maxOpenClones × maxOpenPacks, however many repositories
 // and packs.
 const (
-	maxPacks     = 20
+	maxPacks     = 10
 	packGrace    = 10 * time.Minute
 	maxOpenPacks = 8
 	// packWindow is how many objects a compaction compares each object
