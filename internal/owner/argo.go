@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v4/pkg/strvals"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -184,16 +185,18 @@ func argoOf(ctx context.Context, c *cluster.Client, u *unstructured.Unstructured
 	// Argo CD names an Application outside its own namespace
 	// NAMESPACE_NAME; its own namespace is where its argocd-cm is.
 	a.instance = u.GetName()
-	var cm corev1.ConfigMap
-	err := c.Kube().Get(ctx, client.ObjectKey{Namespace: u.GetNamespace(), Name: "argocd-cm"}, &cm)
-	if err != nil && u.GetNamespace() != "argocd" {
+	settings, found, err := ArgoSettings(ctx, c.Kube(), u.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	if !found && u.GetNamespace() != "argocd" {
 		a.instance = u.GetNamespace() + "_" + u.GetName()
 	}
 	a.tracking = "annotation"
-	if t := cm.Data["application.resourceTrackingMethod"]; t != "" {
+	if t := settings["application.resourceTrackingMethod"]; t != "" {
 		a.tracking = t
 	}
-	a.installation = cm.Data["installationID"]
+	a.installation = settings["installationID"]
 	short := commit
 	if len(short) > 7 {
 		short = short[:7]
@@ -640,4 +643,19 @@ func globMatch(pattern, name string) bool {
 		}
 	}
 	return name == ""
+}
+
+// ArgoSettings reads argocd-cm, the settings of the Argo CD installation in
+// namespace; found is false where there is none (the namespace of an
+// Application outside its installation's).
+func ArgoSettings(ctx context.Context, kube client.Reader, namespace string) (settings map[string]string, found bool, err error) {
+	var cm corev1.ConfigMap
+	err = kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "argocd-cm"}, &cm)
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading argocd-cm in %s: %w", namespace, err)
+	}
+	return cm.Data, true, nil
 }

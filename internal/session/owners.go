@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -116,12 +115,11 @@ func (s *Session) argoNamespace(ctx context.Context, app, installation string) (
 		if a.GetName() != app {
 			continue
 		}
-		var cm corev1.ConfigMap
-		err := s.c.Kube().Get(ctx, client.ObjectKey{Namespace: a.GetNamespace(), Name: "argocd-cm"}, &cm)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("reading argocd-cm in %s: %w", a.GetNamespace(), err)
+		settings, _, err := owner.ArgoSettings(ctx, s.c.Kube(), a.GetNamespace())
+		if err != nil {
+			return "", err
 		}
-		if cm.Data["installationID"] == installation {
+		if settings["installationID"] == installation {
 			namespaces = append(namespaces, a.GetNamespace())
 		}
 	}
