@@ -659,6 +659,19 @@ func (s *soak) report(ctx context.Context, base string, total int) error {
 		fmt.Printf("| that process's mapped file pages (RssFile: its binary, shared with the other replica) | %s → %s | |\n", mib(early, func(x sample) int64 { return x.fileKiB }), mib(late, func(x sample) int64 { return x.fileKiB }))
 		fmt.Printf("| that process's goroutines | %s → %s | flat |\n", mean(early, func(x sample) int64 { return x.goroutines }), mean(late, func(x sample) int64 { return x.goroutines }))
 		fmt.Printf("| that process's open files | %s → %s | flat |\n", mean(early, func(x sample) int64 { return x.fds }), mean(late, func(x sample) int64 { return x.fds }))
+		// Thirds include the warm-up (a clone reaches its bound of packs
+		// in some minutes): the same, 5 minutes at a time.
+		ws := leaderWindows(s.samples, pid, 5*time.Minute)
+		row := func(f func([]sample) string) string {
+			var out []string
+			for _, w := range ws {
+				out = append(out, f(w))
+			}
+			return strings.Join(out, ", ")
+		}
+		fmt.Printf("| that process, mean of each 5 minutes leading: RssAnon | %s | flat once warm |\n", row(func(w []sample) string { return mib(w, func(x sample) int64 { return x.anonKiB }) }))
+		fmt.Printf("| … live Go heap | %s | flat once warm |\n", row(func(w []sample) string { return mib(w, func(x sample) int64 { return x.heapKiB }) }))
+		fmt.Printf("| … open files | %s | flat once warm |\n", row(func(w []sample) string { return mean(w, func(x sample) int64 { return x.fds }) }))
 	}
 	fmt.Println()
 	fmt.Println("Events:")
@@ -684,6 +697,27 @@ func window(all []sample, from, to time.Duration) []sample {
 		}
 	}
 	return out
+}
+
+// leaderWindows splits pid's samples as leader into windows of d from its
+// first, in order; a window without samples is left out.
+func leaderWindows(all []sample, pid int, d time.Duration) [][]sample {
+	var out [][]sample
+	var start time.Duration = -1
+	for _, x := range all {
+		if !x.leader || x.pid != pid {
+			continue
+		}
+		if start < 0 {
+			start = x.at
+		}
+		i := int((x.at - start) / d)
+		for len(out) <= i {
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], x)
+	}
+	return slices.DeleteFunc(out, func(w []sample) bool { return len(w) == 0 })
 }
 
 // longestLeader is the process that led the longest without a break,
