@@ -56,7 +56,9 @@ func NewWatcher(root string, quiet, max time.Duration) (*Watcher, error) {
 		root: filepath.Clean(root), fw: fw, quiet: quiet, max: max,
 		out: make(chan Change), errs: make(chan error, 1), dirs: map[string]bool{},
 		ignore: source.NewIgnore(os.DirFS(root)), done: make(chan struct{}),
-		gitDir: gitDirOf(root),
+	}
+	if h, err := source.LocalHead(root); err == nil {
+		w.gitDir = h.GitDir
 	}
 	go w.loop()
 	return w, nil
@@ -212,42 +214,6 @@ func (w *Watcher) gitBusy() bool {
 		}
 	}
 	return false
-}
-
-// gitDirOf finds the git directory of the repository holding dir: a .git
-// directory in dir or above it, or the one a .git file names (a linked
-// worktree, a submodule).
-func gitDirOf(dir string) string {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return ""
-	}
-	for {
-		dot := filepath.Join(dir, ".git")
-		if info, err := os.Stat(dot); err == nil {
-			if info.IsDir() {
-				return dot
-			}
-			data, err := os.ReadFile(dot)
-			if err != nil {
-				return ""
-			}
-			target, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
-			if !ok {
-				return ""
-			}
-			target = strings.TrimSpace(target)
-			if !filepath.IsAbs(target) {
-				target = filepath.Join(dir, target)
-			}
-			return target
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
 }
 
 func dedupe(ps []string) []string {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -75,7 +76,7 @@ func TestWatcherHonoursIgnoreFilesAndDebounces(t *testing.T) {
 // rendered.
 func TestWatcherHoldsChangesWhileGitRewritesTheTree(t *testing.T) {
 	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, ".git"), 0o755)
+	gitCmd(t, root, "init", "-q")
 	tree := filepath.Join(root, "deploy")
 	write(t, root, map[string]string{"deploy/a.yaml": "a: 1\n"})
 	// The tree is a folder of the repository: its git directory is above.
@@ -109,18 +110,34 @@ func TestWatcherHoldsChangesWhileGitRewritesTheTree(t *testing.T) {
 	}
 }
 
-func TestGitDirOfFindsTheRepositoryAboveOrALinkedWorktrees(t *testing.T) {
+func TestWatcherFindsTheGitDirAboveOrOfALinkedWorktree(t *testing.T) {
 	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "main", ".git"), 0o755)
-	os.MkdirAll(filepath.Join(root, "main", "deploy", "prod"), 0o755)
+	main := filepath.Join(root, "main")
+	os.MkdirAll(filepath.Join(main, "deploy", "prod"), 0o755)
+	gitCmd(t, main, "init", "-q")
+	gitCmd(t, main, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "one")
+	gitCmd(t, main, "worktree", "add", "-q", filepath.Join(root, "wt"))
 	os.MkdirAll(filepath.Join(root, "wt", "deploy"), 0o755)
-	os.WriteFile(filepath.Join(root, "wt", ".git"), []byte("gitdir: ../main/.git/worktrees/wt\n"), 0o644)
 	for dir, want := range map[string]string{
-		filepath.Join(root, "main", "deploy", "prod"): filepath.Join(root, "main", ".git"),
-		filepath.Join(root, "wt", "deploy"):           filepath.Join(root, "main", ".git", "worktrees", "wt"),
+		filepath.Join(main, "deploy", "prod"): filepath.Join(main, ".git"),
+		filepath.Join(root, "wt", "deploy"):   filepath.Join(main, ".git", "worktrees", "wt"),
 	} {
-		if got := gitDirOf(dir); got != want {
-			t.Errorf("gitDirOf(%s) = %s, want %s", dir, got, want)
+		w, err := NewWatcher(dir, time.Second, time.Second)
+		if err != nil {
+			t.Fatal(err)
 		}
+		w.Close()
+		if w.gitDir != want {
+			t.Errorf("the git directory of %s is %q, want %s", dir, w.gitDir, want)
+		}
+	}
+}
+
+func gitCmd(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 }

@@ -372,12 +372,8 @@ func (r *Repo) commitTree(h plumbing.Hash) (plumbing.Hash, error) {
 	if t, ok := r.commits[h]; ok {
 		return t, nil
 	}
-	c, err := r.git.CommitObject(h)
-	if err != nil && r.packsMoved() {
-		c, err = r.git.CommitObject(h)
-	}
+	c, err := read(r, func() (*object.Commit, error) { return r.git.CommitObject(h) })
 	if err != nil {
-		r.noteRead(err)
 		return plumbing.ZeroHash, err
 	}
 	r.commits[h] = c.TreeHash
@@ -485,12 +481,8 @@ func (r *Repo) tree(h plumbing.Hash) (*object.Tree, error) {
 	if t, ok := r.trees[h]; ok {
 		return t, nil
 	}
-	t, err := r.git.TreeObject(h)
-	if err != nil && r.packsMoved() {
-		t, err = r.git.TreeObject(h)
-	}
+	t, err := read(r, func() (*object.Tree, error) { return r.git.TreeObject(h) })
 	if err != nil {
-		r.noteRead(err)
 		return nil, err
 	}
 	r.trees[h] = t
@@ -516,12 +508,8 @@ func (r *Repo) ReadBlob(h plumbing.Hash) ([]byte, error) {
 }
 
 func (r *Repo) readBlob(h plumbing.Hash) ([]byte, error) {
-	b, err := r.git.BlobObject(h)
-	if err != nil && r.packsMoved() {
-		b, err = r.git.BlobObject(h)
-	}
+	b, err := read(r, func() (*object.Blob, error) { return r.git.BlobObject(h) })
 	if err != nil {
-		r.noteRead(err)
 		return nil, err
 	}
 	rd, err := b.Reader()
@@ -807,6 +795,18 @@ func readObject(obj *plumbing.MemoryObject) ([]byte, error) {
 	}
 	defer rd.Close()
 	return io.ReadAll(rd)
+}
+
+// read reads an object of the clone, once more if its packs moved since it
+// last listed them, and marks the clone damaged if it still cannot. The
+// caller holds r.mu.
+func read[T any](r *Repo, get func() (T, error)) (T, error) {
+	v, err := get()
+	if err != nil && r.packsMoved() {
+		v, err = get()
+	}
+	r.noteRead(err)
+	return v, err
 }
 
 // packsMoved lists the clone's packs again after a read failed, and

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -16,6 +17,9 @@ import (
 type Head struct {
 	// Root is the working tree's top directory.
 	Root string
+	// GitDir is its git directory (a linked worktree's own, where git
+	// takes its index lock).
+	GitDir string
 	// Branch is the checked-out branch ("" when detached).
 	Branch string
 	// Commit is HEAD's commit ("" in a repository without commits).
@@ -34,6 +38,9 @@ func LocalHead(dir string) (Head, error) {
 	var h Head
 	if wt, err := r.Worktree(); err == nil {
 		h.Root = wt.Filesystem.Root()
+	}
+	if st, ok := r.Storer.(interface{ Filesystem() billy.Filesystem }); ok {
+		h.GitDir = st.Filesystem().Root()
 	}
 	ref, err := r.Head()
 	switch {
