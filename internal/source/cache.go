@@ -43,7 +43,7 @@ type Cache struct {
 	// fill over days. Objects are named by their content, and a clone
 	// finds an object in its own packs before it looks here, so sharing
 	// shows no clone an object it does not hold.
-	objects *cache.ObjectLRU
+	objects *objectCache
 	// holding counts the clones that may hold pack files open: handed
 	// out since their files were last closed.
 	holding atomic.Int64
@@ -150,7 +150,7 @@ func maxAge(ctx context.Context, def time.Duration) time.Duration {
 func NewCache(dir string, opts ...Option) *Cache {
 	installGitTransports()
 	c := &Cache{dir: dir, repos: map[string]*openCall{}, creds: &credentials{}, stall: DefaultStallTimeout,
-		objects: cache.NewObjectLRU(objectCacheSize)}
+		objects: newObjectCache(objectCacheSize, objectIdle)}
 	for _, o := range opts {
 		o(c)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/storage"
@@ -60,10 +59,6 @@ const (
 // maxOpenClones is how many clones of a Cache may hold pack files open at
 // once (a variable for the tests).
 var maxOpenClones = 64
-
-// objectCacheSize bounds a Cache's decoded objects, all its clones
-// together (go-git's default for one repository).
-const objectCacheSize = 96 * cache.MiByte
 
 // idleClose is how long a clone goes unused before its files are closed
 // (a variable for the tests).
