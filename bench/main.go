@@ -42,7 +42,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/crypto/ssh"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sluice.dev/sluice/internal/testenv"
 )
@@ -53,6 +55,9 @@ func main() {
 		mode = os.Args[1]
 		os.Args = append(os.Args[:1], os.Args[2:]...)
 	}
+	// envtest and the clients log through controller-runtime; the tables
+	// are the output (without a logger, controller-runtime prints a stack).
+	ctrllog.SetLogger(logr.Discard())
 	switch mode {
 	case "hydrate":
 		mainHydrate()

@@ -24,13 +24,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/controller"
@@ -61,7 +59,6 @@ func mainSoak() {
 	// net/http/cgi says each connection the faults cut; the figures are
 	// what counts.
 	log.SetOutput(io.Discard)
-	ctrllog.SetLogger(logr.Discard())
 	tb := newTB()
 	defer tb.cleanup()
 	s := &soak{serveBench: &serveBench{tb: tb, syncs: *syncs, repos: *repos, tags: 40, branches: 5, interval: *interval, followers: 20, isolation: "process", touch: 1},
