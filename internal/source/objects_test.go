@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,5 +152,85 @@ func TestAClonesObjectsLeaveTheCacheOnceUnread(t *testing.T) {
 	}
 	if n := cache.objects.Len(); n >= full {
 		t.Errorf("%d objects cached after the others went unread, %d before", n, full)
+	}
+}
+
+// What a sync's check of its folder costs: warm; its objects gone from the
+// cache (read last more than objectIdle ago, the clone in use by others);
+// the clone unused for idleClose, its files closed and its indexes and
+// decoded trees dropped (as before the object cache let go of anything);
+// and that with its objects gone too.
+//
+//	go test ./internal/source -run '^$' -bench ReadingAFolder -benchtime 2000x
+func BenchmarkReadingAFolder(b *testing.B) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(b)
+	url := srv.CreateRepo(b, "app")
+	w := testenv.NewWork(b, url)
+	cache := NewCache(b.TempDir())
+	every := ContextWithMaxAge(ctx, time.Nanosecond)
+	var r *Repo
+	// 20 apps of two files, 30 pushes each changing one app, each fetched:
+	// the clone's objects spread over packs as a controller's are.
+	for i := range 30 {
+		files := map[string]string{}
+		for a := range 20 {
+			if i == 0 || a == i%20 {
+				files[fmt.Sprintf("app%02d/deployment.yaml", a)] = fmt.Sprintf("kind: Deployment\nmetadata: {name: app%02d}\nspec: {replicas: %d}\n", a, i)
+				files[fmt.Sprintf("app%02d/configmap.yaml", a)] = fmt.Sprintf("kind: ConfigMap\ndata: {v: %q}\n", strings.Repeat("x", 512*(i+1)))
+			}
+		}
+		w.Write(files).Commit(fmt.Sprint(i))
+		w.Push("main")
+		var err error
+		if r, err = cache.Open(every, mustLoc(b, url), OpenOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	head := plumbing.NewHash(w.Head())
+	check := func() {
+		root, err := r.CommitTree(head)
+		if err != nil {
+			b.Fatal(err)
+		}
+		entries, err := r.ReadTree(root)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Name != "app07" {
+				continue
+			}
+			files, err := r.ReadTree(e.Hash)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, f := range files {
+				if _, err := r.ReadBlob(f.Hash); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return
+		}
+		b.Fatal("no app07")
+	}
+	for _, bc := range []struct {
+		name  string
+		reset func()
+	}{
+		{"warm", func() {}},
+		{"objects left", func() { cache.objects.Clear() }},
+		{"files closed", func() { r.closeFiles() }},
+		{"files closed, objects left", func() { r.closeFiles(); cache.objects.Clear() }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			check()
+			for b.Loop() {
+				b.StopTimer()
+				bc.reset()
+				b.StartTimer()
+				check()
+			}
+		})
 	}
 }

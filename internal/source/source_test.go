@@ -21,7 +21,7 @@ import (
 	"sluice.dev/sluice/internal/testenv"
 )
 
-func mustLoc(t *testing.T, raw string) Location {
+func mustLoc(t testing.TB, raw string) Location {
 	t.Helper()
 	loc, err := ParseLocation(raw, t.TempDir())
 	if err != nil {
