@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -20,7 +21,7 @@ func TestLeaderWindowsSplitOneProcessByTime(t *testing.T) {
 	for _, w := range ws {
 		got = append(got, len(w))
 	}
-	if want := []int{2, 1, 1}; len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+	if want := []int{2, 1, 1}; !slices.Equal(got, want) {
 		t.Fatalf("windows of %v samples, want %v", got, want)
 	}
 	if ws[2][0].at != at(17) {

@@ -102,19 +102,6 @@ func (c *objectCache) Clear() {
 	c.size = 0
 }
 
-// Len and Size are how many objects are cached, and their bytes.
-func (c *objectCache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Len()
-}
-
-func (c *objectCache) Size() cache.FileSize {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.size
-}
-
 // expire removes the objects last used more than idle before now: they
 // are at the back, the least recently used end.
 func (c *objectCache) expire(now time.Time) {

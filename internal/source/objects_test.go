@@ -87,11 +87,11 @@ func TestTheObjectCacheDropsWhatWasNotReadAndKeepsItsBound(t *testing.T) {
 			}
 			slices.Sort(got)
 			slices.Sort(want)
-			if !slices.Equal(got, want) || oc.Len() != len(want) {
+			if !slices.Equal(got, want) || oc.lru.Len() != len(want) {
 				t.Errorf("cached %v (%d by hash), want %v", got, len(oc.byHash), want)
 			}
-			if int64(oc.Size()) != size || size > tc.max {
-				t.Errorf("size %d, its objects %d bytes, bound %d", oc.Size(), size, tc.max)
+			if int64(oc.size) != size || size > tc.max {
+				t.Errorf("size %d, its objects %d bytes, bound %d", oc.size, size, tc.max)
 			}
 		})
 	}
@@ -133,7 +133,7 @@ func TestAClonesObjectsLeaveTheCacheOnceUnread(t *testing.T) {
 	if !cached("n: 0\n") {
 		t.Fatal("the blobs read are not in the cache: the test shows nothing")
 	}
-	full := cache.objects.Len()
+	full := cache.objects.lru.Len()
 
 	// Reading live/ every minute, for three times objectIdle.
 	for now.Sub(start) <= 3*objectIdle {
@@ -150,7 +150,7 @@ func TestAClonesObjectsLeaveTheCacheOnceUnread(t *testing.T) {
 	if !cached("live: 1\n") {
 		t.Error("live/app.yaml, read every minute, left the cache")
 	}
-	if n := cache.objects.Len(); n >= full {
+	if n := cache.objects.lru.Len(); n >= full {
 		t.Errorf("%d objects cached after the others went unread, %d before", n, full)
 	}
 }
