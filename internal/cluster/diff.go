@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"sluice.dev/sluice/internal/secrets"
 )
 
 // DiffOptions say what to compare.
@@ -167,7 +169,7 @@ func clean(u *unstructured.Unstructured) {
 // maskSecret hides the values of a Secret that the dry run did not mask
 // (one shown whole, as created or deleted).
 func maskSecret(u *unstructured.Unstructured) {
-	if u == nil || u.GetKind() != "Secret" || u.GetAPIVersion() != "v1" {
+	if u == nil || !secrets.Is(u.GetAPIVersion(), u.GetKind()) {
 		return
 	}
 	if sd, ok, _ := unstructured.NestedMap(u.Object, "stringData"); ok {

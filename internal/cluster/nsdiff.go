@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"sluice.dev/sluice/internal/secrets"
 )
 
 // NamespaceDiff is how the objects of two namespaces differ.
@@ -156,7 +158,7 @@ func derived(u *unstructured.Unstructured) bool {
 		return true
 	case u.GetKind() == "ServiceAccount" && u.GetName() == "default":
 		return true
-	case u.GetKind() == "Secret":
+	case secrets.Is(u.GetAPIVersion(), u.GetKind()):
 		t, _, _ := unstructured.NestedString(u.Object, "type")
 		return t == "kubernetes.io/service-account-token"
 	}

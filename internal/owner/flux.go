@@ -27,6 +27,7 @@ import (
 
 	"sluice.dev/sluice/internal/cluster"
 	"sluice.dev/sluice/internal/render"
+	"sluice.dev/sluice/internal/secrets"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -225,7 +226,7 @@ const Masked = "**SOPS**"
 func MaskDecrypted(objects []*yaml.RNode, rep Report) {
 	for _, o := range objects {
 		id := strings.Trim(o.GetNamespace()+"/"+o.GetName(), "/")
-		if o.GetKind() != "Secret" || !slices.Contains(rep.Decrypted, id) {
+		if !secrets.IsSecret(o) || !slices.Contains(rep.Decrypted, id) {
 			continue
 		}
 		for _, field := range []string{"data", "stringData"} {
@@ -468,7 +469,7 @@ func (f *Flux) postBuild(ctx context.Context, dec *decryptor, objects []*yaml.RN
 		// decrypted one is (which generator made which is not known).
 		for _, o := range out {
 			name := strings.Trim(o.GetNamespace()+"/"+o.GetName(), "/")
-			if o.GetKind() == "Secret" && o.GetApiVersion() == "v1" && !slices.Contains(rep.Decrypted, name) {
+			if secrets.IsSecret(o) && !slices.Contains(rep.Decrypted, name) {
 				rep.Decrypted = append(rep.Decrypted, name)
 			}
 		}
@@ -488,7 +489,7 @@ func (f *Flux) postBuild(ctx context.Context, dec *decryptor, objects []*yaml.RN
 // that server-side apply owns what the API server stores).
 func normalize(o *yaml.RNode) error {
 	switch {
-	case o.GetKind() == "Secret" && o.GetApiVersion() == "v1":
+	case secrets.IsSecret(o):
 		sd := o.Field("stringData")
 		if sd == nil || sd.Value.YNode().Kind != yaml.MappingNode || len(sd.Value.YNode().Content) == 0 {
 			return nil

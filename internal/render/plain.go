@@ -157,25 +157,100 @@ func (p *parser) parse(file string, data []byte) ([]*yaml.RNode, error) {
 				return nil, fmt.Errorf("%s: document %d (line %d): %w", file, i, line, err)
 			}
 		}
-		if n.GetKind() == "" || n.GetApiVersion() == "" {
-			return nil, fmt.Errorf("%s: document %d (line %d): not a Kubernetes object: apiVersion and kind are required", file, i, line)
+		var err error
+		if out, err = p.object(file, fmt.Sprintf("document %d", i), n, out); err != nil {
+			return nil, err
 		}
-		if strings.HasSuffix(n.GetKind(), "List") && n.Field("items") != nil {
-			elems, err := n.Field("items").Value.Elements()
-			if err != nil {
-				return nil, fmt.Errorf("%s: document %d (line %d): items: %w", file, i, line, err)
-			}
-			if err := p.count(file, len(elems)); err != nil {
-				return nil, err
-			}
-			out = append(out, elems...)
-			continue
-		}
+	}
+}
+
+// object appends n to out, or, for a List (a kind ending in "List" with
+// items, as kustomize reads one), its items, each read the same way: a
+// List inside a List is expanded too, at any depth, as kustomize and
+// kubectl expand it, so that nothing downstream meets an object wrapped
+// in another (a Secret in a List in a List is a Secret). where names n
+// in errors ("document 2", "document 2: items[0]").
+func (p *parser) object(file, where string, n *yaml.RNode, out []*yaml.RNode) ([]*yaml.RNode, error) {
+	line := n.YNode().Line
+	if n.YNode().Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: %s (line %d): not a mapping", file, where, line)
+	}
+	if err := duplicateKeys(n); err != nil {
+		return nil, fmt.Errorf("%s: %s (line %d): %w", file, where, line, err)
+	}
+	if err := untag(n, "apiVersion", "kind"); err != nil {
+		return nil, fmt.Errorf("%s: %s (line %d): %w", file, where, line, err)
+	}
+	if n.GetKind() == "" || n.GetApiVersion() == "" {
+		return nil, fmt.Errorf("%s: %s (line %d): not a Kubernetes object: apiVersion and kind are required", file, where, line)
+	}
+	items := n.Field("items")
+	if !strings.HasSuffix(n.GetKind(), "List") || items == nil {
 		if err := p.count(file, 1); err != nil {
 			return nil, err
 		}
-		out = append(out, n)
+		return append(out, n), nil
 	}
+	if items.Value.IsNil() {
+		return out, nil // an empty List
+	}
+	elems, err := items.Value.Elements()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s (line %d): items: %w", file, where, line, err)
+	}
+	for j, e := range elems {
+		if out, err = p.object(file, fmt.Sprintf("%s: items[%d]", where, j), e, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// untag writes the fields of n given a tag ("kind: !!binary U2VjcmV0")
+// as the plain strings a YAML decoder reads them as, so that Sluice reads
+// the kind and apiVersion whatever applies the object reads.
+func untag(n *yaml.RNode, fields ...string) error {
+	for _, name := range fields {
+		f := n.Field(name)
+		if f == nil || f.Value == nil {
+			continue
+		}
+		v := f.Value.YNode()
+		if v.Kind != yaml.ScalarNode || v.Tag == "" || v.Tag == "!!str" {
+			continue
+		}
+		var s string
+		if err := v.Decode(&s); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		v.Value, v.Tag, v.Style = s, "!!str", 0
+	}
+	return nil
+}
+
+// duplicateKeys refuses an object whose mapping, or whose metadata, names
+// a key twice: YAML parsers differ on which one wins (the first here, the
+// last or an error elsewhere), so "kind: ConfigMap" above "kind: Secret"
+// could be one object to Sluice and another to what applies it.
+func duplicateKeys(n *yaml.RNode) error {
+	check := func(m *goyaml.Node, where string) error {
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k := m.Content[i].Value
+			if seen[k] {
+				return fmt.Errorf("%s%s is given twice (line %d)", where, k, m.Content[i].Line)
+			}
+			seen[k] = true
+		}
+		return nil
+	}
+	if err := check(n.YNode(), ""); err != nil {
+		return err
+	}
+	if md := n.Field("metadata"); md != nil && md.Value.YNode().Kind == yaml.MappingNode {
+		return check(md.Value.YNode(), "metadata.")
+	}
+	return nil
 }
 
 // count counts n more objects against the limit.
