@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/mask"
 )
 
 // Generate makes the values a chart's templates generate (randAlphaNum,
@@ -43,42 +46,75 @@ type Generate struct {
 // same at every render.
 var ErrUnstable = errors.New("cannot be made the same at every render")
 
-// generatorFunc is the function a template's first action calls with the
-// template's name, so that the values generated after it are the
-// template's.
-const generatorFunc = "__sluice_template"
+// enterFunc and leaveFunc are the functions the first and the last
+// action of every template call (see markTemplates): the values generated
+// between are the template's. Each takes the render's nonce, which no
+// template can read, so that a template cannot say it is another and be
+// given that one's values.
+const (
+	enterFunc = "__sluice_enter"
+	leaveFunc = "__sluice_leave"
+)
 
 // generator makes a render's generated values and records which templates
 // asked for them.
 type generator struct {
 	g *Generate
-	// template is the template executing (helm's engine executes one at a
-	// time, in order).
-	template string
-	counts   map[string]int
-	used     map[string]map[string]bool
-	lookups  map[string]bool
-	unkeyed  map[string]bool
+	// nonce is the render's secret: the argument of enterFunc and
+	// leaveFunc.
+	nonce string
+	// stack holds the templates executing, the innermost last: helm's
+	// engine executes one at a time, in order, and a template may include
+	// a whole other one (a checksum of its Secret), whose values are that
+	// one's until it ends.
+	stack   []string
+	counts  map[string]int
+	used    map[string]map[string]bool
+	lookups map[string]bool
+	unkeyed map[string]bool
+	// values are the secret values generated, registered as they are
+	// made, to be masked wherever output is produced.
+	values *mask.Set
 }
 
 func newGenerator(g *Generate) *generator {
-	return &generator{g: g, counts: map[string]int{}, used: map[string]map[string]bool{}, lookups: map[string]bool{}, unkeyed: map[string]bool{}}
+	var nonce [16]byte
+	cryptorand.Read(nonce[:])
+	return &generator{g: g, nonce: hex.EncodeToString(nonce[:]), counts: map[string]int{}, used: map[string]map[string]bool{},
+		lookups: map[string]bool{}, unkeyed: map[string]bool{}, values: mask.New()}
 }
+
+// template is the template executing ("" before the first).
+func (gen *generator) template() string {
+	if len(gen.stack) == 0 {
+		return ""
+	}
+	return gen.stack[len(gen.stack)-1]
+}
+
+// register records a value generated, drawn with bits of entropy.
+func (gen *generator) register(fn, text string, bits float64) {
+	gen.values.Add(mask.Value{Text: text, Bits: bits, Origin: fmt.Sprintf("template %s, %s", gen.template(), fn)})
+}
+
+// Values are the secret values the render generated.
+func (gen *generator) Values() []mask.Value { return gen.values.Values() }
 
 // seed is the seed of one call: an HMAC of the call's site under the key.
 func (gen *generator) seed(fn string, args ...any) ([32]byte, error) {
 	var out [32]byte
-	if gen.used[gen.template] == nil {
-		gen.used[gen.template] = map[string]bool{}
+	t := gen.template()
+	if gen.used[t] == nil {
+		gen.used[t] = map[string]bool{}
 	}
-	gen.used[gen.template][fn] = true
+	gen.used[t][fn] = true
 	if len(gen.g.Key) == 0 {
-		gen.unkeyed[gen.template] = true
+		gen.unkeyed[t] = true
 		_, err := cryptorand.Read(out[:])
 		return out, err
 	}
 	var site strings.Builder
-	site.WriteString(gen.template)
+	site.WriteString(t)
 	site.WriteByte(0)
 	site.WriteString(fn)
 	for _, a := range args {
@@ -201,13 +237,25 @@ func (gen *generator) funcs(check func(string, int, int) error, maxBytes int) te
 			if err != nil {
 				return "", err
 			}
-			return pick(r, set, n), nil
+			out := pick(r, set, n)
+			gen.register(name, out, float64(n)*math.Log2(float64(len(set))))
+			return out, nil
 		}
 	}
 	m := template.FuncMap{
-		generatorFunc: func(name string) string {
-			gen.template = name
-			return ""
+		enterFunc: func(nonce, name string) (string, error) {
+			if nonce != gen.nonce {
+				return "", errClaim
+			}
+			gen.stack = append(gen.stack, name)
+			return "", nil
+		},
+		leaveFunc: func(nonce string) (string, error) {
+			if nonce != gen.nonce || len(gen.stack) == 0 {
+				return "", errClaim
+			}
+			gen.stack = gen.stack[:len(gen.stack)-1]
+			return "", nil
 		},
 		"randAlphaNum": randString("randAlphaNum", alphaNum),
 		"randAlpha":    randString("randAlpha", alpha),
@@ -223,7 +271,10 @@ func (gen *generator) funcs(check func(string, int, int) error, maxBytes int) te
 			}
 			buf := make([]byte, max(n, 0))
 			r.Read(buf)
-			return base64.StdEncoding.EncodeToString(buf), nil
+			out := base64.StdEncoding.EncodeToString(buf)
+			gen.register("randBytes", string(buf), float64(8*len(buf)))
+			gen.register("randBytes", out, float64(8*len(buf)))
+			return out, nil
 		},
 		"randInt": func(lo, hi int) (int, error) {
 			if hi <= lo {
@@ -233,7 +284,9 @@ func (gen *generator) funcs(check func(string, int, int) error, maxBytes int) te
 			if err != nil {
 				return 0, err
 			}
-			return lo + int(rand.New(r).Int64N(int64(hi-lo))), nil
+			out := lo + int(rand.New(r).Int64N(int64(hi-lo)))
+			gen.register("randInt", strconv.Itoa(out), math.Log2(float64(hi)-float64(lo)))
+			return out, nil
 		},
 		"uuidv4": func() (string, error) {
 			r, err := gen.stream("uuidv4")
@@ -244,7 +297,10 @@ func (gen *generator) funcs(check func(string, int, int) error, maxBytes int) te
 			r.Read(u[:])
 			u[6] = u[6]&0x0f | 0x40 // version 4
 			u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-			return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
+			out := fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+			gen.register("uuidv4", out, 122)
+			gen.register("uuidv4", strings.ReplaceAll(out, "-", ""), 122)
+			return out, nil
 		},
 		"shuffle": func(s string) (string, error) {
 			r, err := gen.stream("shuffle", s)
@@ -253,12 +309,14 @@ func (gen *generator) funcs(check func(string, int, int) error, maxBytes int) te
 			}
 			runes := []rune(s)
 			rand.New(r).Shuffle(len(runes), func(i, j int) { runes[i], runes[j] = runes[j], runes[i] })
+			lg, _ := math.Lgamma(float64(len(runes) + 1))
+			gen.register("shuffle", string(runes), lg/math.Ln2)
 			return string(runes), nil
 		},
 		"now": gen.now,
 		"lookup": func(apiVersion, kind, namespace, name string) (map[string]any, error) {
 			// As `helm template` and a first install: nothing is found.
-			gen.lookups[gen.template] = true
+			gen.lookups[gen.template()] = true
 			return map[string]any{}, nil
 		},
 	}
@@ -271,13 +329,13 @@ func (gen *generator) funcs(check func(string, int, int) error, maxBytes int) te
 	return m
 }
 
-// markTemplates puts a call of generatorFunc at the start of every
-// template a chart (and its subcharts) renders, named as helm names it
+// markTemplates puts a call of enterFunc at the start of every template
+// a chart (and its subcharts) renders, named as helm names it
 // ("grafana/templates/secret.yaml", "shop/charts/redis/templates/x.yaml"),
-// so that the values generated after it are the template's own. The call
-// gives nothing and adds no line: the output, and helm's line numbers in
-// errors, stay as they were.
-func markTemplates(ch *chart.Chart) {
+// and a call of leaveFunc at its end, so that the values generated
+// between are the template's own. Neither gives anything nor adds a
+// line: the output, and helm's line numbers in errors, stay as they were.
+func markTemplates(ch *chart.Chart, nonce string) {
 	name := ch.ChartFullPath()
 	for _, t := range ch.Templates {
 		if t == nil {
@@ -287,9 +345,17 @@ func markTemplates(ch *chart.Chart) {
 		if strings.HasPrefix(base, "_") {
 			continue // a partial: never executed on its own
 		}
-		t.Data = append([]byte("{{ "+generatorFunc+" "+strconv.Quote(name+"/"+t.Name)+" }}"), t.Data...)
+		data := make([]byte, 0, len(t.Data)+128)
+		data = append(data, "{{ "+enterFunc+" "+strconv.Quote(nonce)+" "+strconv.Quote(name+"/"+t.Name)+" }}"...)
+		data = append(data, t.Data...)
+		data = append(data, "{{ "+leaveFunc+" "+strconv.Quote(nonce)+" }}"...)
+		t.Data = data
 	}
 	for _, d := range ch.Dependencies() {
-		markTemplates(d)
+		markTemplates(d, nonce)
 	}
 }
+
+// errClaim is the error of a template that calls enterFunc or leaveFunc
+// itself: it would be given another template's values.
+var errClaim = errors.New("a template may not say which template it is (" + enterFunc + " and " + leaveFunc + " are Sluice's own)")

@@ -44,7 +44,11 @@ func (gen *generator) cryptoFuncs() map[string]any {
 		if err != nil {
 			return nil, err
 		}
-		return deterministicKey(r, typ)
+		k, err := deterministicKey(r, typ)
+		if err == nil {
+			gen.registerKey(fn, k)
+		}
+		return k, err
 	}
 	base := func(fn, cn string, ips, dns []any, days int) (*x509.Certificate, *rand.ChaCha8, error) {
 		r, err := gen.stream(fn, cn, ips, dns, days)
@@ -76,6 +80,7 @@ func (gen *generator) cryptoFuncs() map[string]any {
 			if err != nil {
 				return certificate{}, err
 			}
+			gen.registerKey("genCA", k)
 			return authority(t, k)
 		},
 		"genCAWithKey": func(cn string, days int, keyPEM string) (certificate, error) {
@@ -98,6 +103,7 @@ func (gen *generator) cryptoFuncs() map[string]any {
 			if err != nil {
 				return certificate{}, err
 			}
+			gen.registerKey("genSelfSignedCert", k)
 			return sign(t, k, t, k)
 		},
 		"genSelfSignedCertWithKey": func(cn string, ips, dns []any, days int, keyPEM string) (certificate, error) {
@@ -120,6 +126,7 @@ func (gen *generator) cryptoFuncs() map[string]any {
 			if err != nil {
 				return certificate{}, err
 			}
+			gen.registerKey("genSignedCert", k)
 			return signedBy(t, k, ca)
 		},
 		"genSignedCertWithKey": func(cn string, ips, dns []any, days int, ca certificate, keyPEM string) (certificate, error) {
@@ -160,6 +167,42 @@ func (gen *generator) cryptoFuncs() map[string]any {
 			}
 			return user + ":" + bcryptHash(r, password), nil
 		},
+	}
+}
+
+// registerKey registers what of a generated private key is secret: its
+// private numbers (an RSA key's exponent and primes, an ECDSA scalar, an
+// Ed25519 seed), as the bytes they are (found in a PEM's base64 at any
+// alignment) and as that base64 (found in the base64 of a whole PEM).
+// Its public numbers, which its certificate holds too, are not secret.
+func (gen *generator) registerKey(fn string, k crypto.Signer) {
+	var parts [][]byte
+	switch k := k.(type) {
+	case *rsa.PrivateKey:
+		parts = append(parts, k.D.Bytes())
+		for _, p := range k.Primes {
+			parts = append(parts, p.Bytes())
+		}
+	case *ecdsa.PrivateKey:
+		if b, err := k.Bytes(); err == nil {
+			parts = append(parts, b)
+		}
+	case ed25519.PrivateKey:
+		parts = append(parts, k.Seed())
+	}
+	for _, p := range parts {
+		bits := float64(8 * len(p))
+		gen.register(fn, string(p), bits)
+		for shift := 0; shift < 3; shift++ {
+			e := base64.StdEncoding.EncodeToString(append(make([]byte, shift), p...))
+			from, to := 0, (shift+len(p))/3*4
+			if shift > 0 {
+				from = 4
+			}
+			if to > from {
+				gen.register(fn, e[from:to], bits)
+			}
+		}
 	}
 }
 

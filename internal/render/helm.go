@@ -158,7 +158,7 @@ func helmTemplate(ctx context.Context, fsys source.FS, ch *chart.Chart, r helmRe
 		return nil, 0, fmt.Errorf("chart %s: chart requires kubeVersion: %s which is incompatible with Kubernetes %s (set render.helm.kubeVersion, or --kube-version, to the cluster's)", ch.Name(), ch.Metadata.KubeVersion, r.caps.KubeVersion.Version)
 	}
 	if r.gen != nil {
-		markTemplates(ch)
+		markTemplates(ch, r.gen.nonce)
 	}
 	e := engine.Engine{CustomTemplateFuncs: boundedFuncs(ctx, r.limits, r.gen)}
 	files, err := e.RenderWithContext(ctx, ch, values)

@@ -30,7 +30,7 @@ func Local(ctx context.Context, dir string, o Options) (*Result, string, error) 
 	if o.ReleaseName == "" {
 		o.ReleaseName = filepath.Base(abs)
 	}
-	if o.Kustomization != nil || o.PostBuild != nil || o.Directory != nil || o.Read != nil {
+	if o.Kustomization != nil || o.PostBuild != nil || o.Directory != nil || o.Read != nil || o.Generate != nil {
 		o.CacheDir = "" // what they add (the cluster's variables, keys) is no input of the tree's
 	}
 	var key string

@@ -18,6 +18,7 @@ import (
 
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/egress"
+	"sluice.dev/sluice/internal/mask"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -126,6 +127,10 @@ type Result struct {
 	Generated []v1alpha1.Generated
 	Lookups   []string
 	Unkeyed   []string
+	// Values are the secret values the templates generated (passwords,
+	// private keys), for whoever shows what the render gave to mask them
+	// (mask.New(Values...)): never to be written anywhere.
+	Values []mask.Value
 	// yaml is the output as kustomize printed it, until it is parsed.
 	yaml []byte
 }
@@ -253,7 +258,10 @@ func render(ctx context.Context, tr, fsys source.FS, dir string, o Options, lim 
 		if err == nil {
 			res.Objects, size, err = helmTemplate(ctx, g, ch, helmRelease{settings: s, caps: caps, valuesDir: dir, limits: lim, gen: gen})
 			if gen != nil {
-				res.Generated, res.Lookups, res.Unkeyed = gen.Generated(), gen.Lookups(), gen.Unkeyed()
+				res.Generated, res.Lookups, res.Unkeyed, res.Values = gen.Generated(), gen.Lookups(), gen.Unkeyed(), gen.Values()
+				// A template's fail, required or error message may hold
+				// what it generated: it never leaves the render.
+				err = gen.values.Error(err)
 			}
 			if o.Origins {
 				res.Origins = helmOrigins(res.Objects, dir, s.Chart != nil)

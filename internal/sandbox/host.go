@@ -192,7 +192,7 @@ func (h *host) result(payload []byte) (*render.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &render.Result{Objects: objs, Origins: hdr.Origins, Remote: hdr.Remote, Generated: hdr.Generated, Lookups: hdr.Lookups, Unkeyed: hdr.Unkeyed}
+	res := &render.Result{Objects: objs, Origins: hdr.Origins, Remote: hdr.Remote, Generated: hdr.Generated, Lookups: hdr.Lookups, Unkeyed: hdr.Unkeyed, Values: hdr.Values}
 	if err := json.Unmarshal(hdr.Renderer, &res.Renderer); err != nil {
 		return nil, fmt.Errorf("a render worker's result: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 
 	"sluice.dev/sluice/api/v1alpha1"
+	"sluice.dev/sluice/internal/mask"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/source"
 )
@@ -131,6 +132,9 @@ type resultHeader struct {
 	Generated []v1alpha1.Generated `json:"generated,omitempty"`
 	Lookups   []string             `json:"lookups,omitempty"`
 	Unkeyed   []string             `json:"unkeyed,omitempty"`
+	// Values are Result's secret values: over the pipe between the two
+	// processes only.
+	Values []mask.Value `json:"values,omitempty"`
 }
 
 // baseReply is a remote base as the host opened it.

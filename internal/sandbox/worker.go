@@ -269,7 +269,7 @@ func (c *conn) render(req renderRequest) int {
 		c.fail(err)
 		return 1
 	}
-	h := resultHeader{Origins: res.Origins, Remote: res.Remote, Objects: len(res.Objects), Generated: res.Generated, Lookups: res.Lookups, Unkeyed: res.Unkeyed}
+	h := resultHeader{Origins: res.Origins, Remote: res.Remote, Objects: len(res.Objects), Generated: res.Generated, Lookups: res.Lookups, Unkeyed: res.Unkeyed, Values: res.Values}
 	h.Renderer, _ = json.Marshal(res.Renderer)
 	if res.Chart != nil {
 		h.Chart, _ = json.Marshal(res.Chart)
