@@ -501,6 +501,28 @@ func (r *runner) write(ctx context.Context, plans []*plan) {
 			r.writeArtifact(ctx, a, plans, ociGroups[a])
 		}()
 	}
+	// An artifact no sync changed may still lack a tag an earlier push
+	// was cut short before: given now, or its syncs fail.
+	r.mu.Lock()
+	for _, a := range r.artifacts {
+		if _, written := ociGroups[a]; written || a.err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.completeTags(ctx, a); err != nil {
+				for i, p := range plans {
+					if p.artifact == a && p.err == nil {
+						out := p.result()
+						out.Err = fmt.Errorf("completing the tags of %s%s: %w", v1alpha1.OCIScheme, a.tag, err)
+						r.finish(i, out)
+					}
+				}
+			}
+		}()
+	}
+	r.mu.Unlock()
 	for _, k := range proposalKeys {
 		g := proposals[k]
 		wg.Add(1)

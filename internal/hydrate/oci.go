@@ -3,6 +3,7 @@ package hydrate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
@@ -31,8 +32,10 @@ type artifact struct {
 	reg *registry.Client
 	dir files
 	// digest is what the tag pointed at when read ("" when it did not
-	// exist).
-	digest string
+	// exist), and immutable the immutable tag its push gave it (known
+	// when it was downloaded, not taken from the cache).
+	digest    string
+	immutable string
 	// read reads it once, for the first sync that asks; err is its
 	// failure, every sync's.
 	read sync.Once
@@ -73,10 +76,11 @@ func (r *runner) openArtifact(ctx context.Context, p *plan) (folderReader, error
 // still names an artifact read before (one HEAD request), else
 // downloaded and checked.
 func (r *runner) stage(ctx context.Context, a *artifact) error {
-	f, digest, found, err := r.readArtifact(ctx, a)
+	f, digest, immutable, found, err := r.readArtifact(ctx, a)
 	if err != nil {
 		return err
 	}
+	a.immutable = immutable
 	a.dir = maps.Clone(files(f)) // the cache's map is never written
 	if a.dir == nil {
 		a.dir = files{}
@@ -150,30 +154,49 @@ func (f files) writeFolder(folder string, fo destination.Folder) error {
 
 // readArtifact reads the files of the artifact a's tag names (none when
 // the tag is missing, or names an artifact Sluice did not push).
-func (r *runner) readArtifact(ctx context.Context, a *artifact) (files map[string][]byte, digest string, found bool, err error) {
+func (r *runner) readArtifact(ctx context.Context, a *artifact) (files map[string][]byte, digest, immutable string, found bool, err error) {
 	cache := r.o.Artifacts
 	if cache != nil {
 		desc, err := remote.Head(a.tag, a.reg.Options(ctx)...)
 		if err == nil {
 			if files, ok := cache.get(a.tag.Context().Name(), desc.Digest.String()); ok {
-				return files, desc.Digest.String(), true, nil
+				return files, desc.Digest.String(), "", true, nil
 			}
 		}
 	}
 	files, m, d, found, err := ociartifact.Read(ctx, a.tag, ociartifact.DefaultLimits(), a.reg.Options(ctx)...)
 	switch {
 	case err != nil && (m == nil || ociartifact.Ours(m)):
-		return nil, "", false, fmt.Errorf("reading %s%s: %w", v1alpha1.OCIScheme, a.tag, err)
+		return nil, "", "", false, fmt.Errorf("reading %s%s: %w", v1alpha1.OCIScheme, a.tag, err)
 	case err != nil || (found && !ociartifact.Ours(m)):
-		return nil, d.String(), found, nil // someone else's: nothing of it is kept
+		return nil, d.String(), "", found, nil // someone else's: nothing of it is kept
 	}
 	if found && cache != nil {
 		cache.put(a.tag.Context().Name(), d.String(), files)
 	}
 	if !found {
-		return nil, "", false, nil
+		return nil, "", "", false, nil
 	}
-	return files, d.String(), true, nil
+	if len(m.Layers) > 0 {
+		immutable = immutableTagOf(a.tag.TagStr(), m.Layers[0].Digest, m.Annotations[ociartifact.AnnotationRevision])
+	}
+	return files, d.String(), immutable, true, nil
+}
+
+// completeTags gives an artifact no sync of the run changed the
+// immutable tag its push should have given it, if it lacks it: what a
+// push cut short between its tags left out (Sluice before this one moved
+// the environment's tag first), asking TagGuard first.
+func (r *runner) completeTags(ctx context.Context, a *artifact) error {
+	if a.digest == "" || a.immutable == "" {
+		return nil
+	}
+	ref := a.tag.Context().Digest(a.digest)
+	done, err := ociartifact.Complete(ctx, ref, []string{a.immutable}, r.o.TagGuard, a.reg.PushOptions(ctx)...)
+	if len(done) > 0 {
+		r.o.Log.Info("completed an artifact's tags", "artifact", ref.String(), "tags", done)
+	}
+	return err
 }
 
 // ArtifactCache keeps the files of the OCI artifacts a controller read
@@ -279,9 +302,12 @@ func (r *runner) pushStaged(ctx context.Context, a *artifact, meta ociartifact.M
 		return ociartifact.PushResult{}, err
 	}
 	o := ociartifact.PushOptions{Remote: a.reg.PushOptions(ctx)}
-	if t, err := immutableTag(a.tag.TagStr(), packed, meta); err == nil {
-		o.Tags = []string{t}
+	t, err := immutableTag(a.tag.TagStr(), packed, meta)
+	if err != nil {
+		return ociartifact.PushResult{}, err
 	}
+	o.Tags = []string{t}
+	o.Guard = r.o.TagGuard
 	// A takeover's artifact is tagged with its deployment tag as well.
 	if t := r.o.Takeover; t != nil && t.Tag != "" && t.Tag != a.tag.TagStr() && v1alpha1.ValidateTag(t.Tag) == nil {
 		o.Tags = append(o.Tags, t.Tag)
@@ -530,16 +556,25 @@ func pruneArtifact(ctx context.Context, ms config.ManifestSync, o Options) error
 // never given to other content.
 func immutableTag(moving string, img v1.Image, m ociartifact.Meta) (string, error) {
 	layers, err := img.Layers()
-	if err != nil || len(layers) == 0 {
-		return "", fmt.Errorf("the artifact has no layer: %v", err)
+	if err != nil {
+		return "", err
+	}
+	if len(layers) == 0 {
+		return "", errors.New("the artifact has no layer")
 	}
 	content, err := layers[0].Digest()
 	if err != nil {
 		return "", err
 	}
+	return immutableTagOf(moving, content, m.Revision), nil
+}
+
+// immutableTagOf is immutableTag of an artifact's content digest and
+// revision.
+func immutableTagOf(moving string, content v1.Hash, revision string) string {
 	t := moving
-	if _, commit, ok := strings.Cut(m.Revision, "sha1:"); ok && len(commit) >= 12 {
+	if _, commit, ok := strings.Cut(revision, "sha1:"); ok && len(commit) >= 12 {
 		t += "-" + commit[:12]
 	}
-	return t + "-" + content.Hex[:12], nil
+	return t + "-" + content.Hex[:12]
 }

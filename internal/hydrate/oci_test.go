@@ -297,6 +297,14 @@ func TestARegistryFailingMidPushMovesNoTag(t *testing.T) {
 			}
 			return 0
 		}, "429"},
+		// Every other tag goes before the environment's: a failure there
+		// leaves the environment's where it was.
+		{"the immutable tag refused", func(r *http.Request) int {
+			if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/dev-") {
+				return http.StatusServiceUnavailable
+			}
+			return 0
+		}, "503"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f.reg.FailWith(c.fail)
@@ -327,6 +335,61 @@ func TestARegistryFailingMidPushMovesNoTag(t *testing.T) {
 	files, after := f.artifact(t, "dev")
 	if r.Result != Committed || after == before || !strings.Contains(string(files["apps/web/deployment-web.yaml"]), "replicas: 9") {
 		t.Errorf("once the registry serves: %+v, the tag at %s, holding %v", r, after, slices.Sorted(maps.Keys(files)))
+	}
+	if immutable := f.immutableTags(t); len(immutable) != 2 {
+		t.Errorf("the immutable tags are %v: one per hydration is wanted", immutable)
+	}
+}
+
+// immutableTags lists the tags of the fixture's artifact repository
+// other than the environments' and signatures.
+func (f *fixture) immutableTags(t *testing.T) []string {
+	t.Helper()
+	repo, err := name.NewRepository(f.reg.Host+"/team/deploy", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, err := remote.List(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tag := range tags {
+		if strings.HasPrefix(tag, "dev-") {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// An environment's tag that names an artifact without its immutable tag
+// (a push Sluice before this one cut short after moving the tag first):
+// the next run, with nothing to change, gives it.
+func TestAHalfLandedArtifactIsCompletedByTheNextRun(t *testing.T) {
+	f := newFixture(t)
+	f.sync("web-dev", ociDevSync)
+	f.run()
+	tags := f.immutableTags(t)
+	if len(tags) != 1 {
+		t.Fatalf("immutable tags %v", tags)
+	}
+	ref, err := name.NewTag(f.reg.Host+"/team/deploy:"+tags[0], name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+f.reg.Host+"/v2/team/deploy/manifests/"+ref.TagStr(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("deleting %s: %v %v", ref, err, resp)
+	}
+	if got := f.immutableTags(t); len(got) != 0 {
+		t.Fatalf("the registry kept %v", got)
+	}
+	if r := f.result(f.run(), "web-dev"); r.Result != Unchanged || r.Err != nil {
+		t.Fatalf("the run: %+v", r)
+	}
+	if got := f.immutableTags(t); !slices.Equal(got, tags) {
+		t.Errorf("after the run, immutable tags %v, want %v", got, tags)
 	}
 }
 

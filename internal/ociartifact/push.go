@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -24,9 +25,14 @@ type PushOptions struct {
 	// digest, untagged), before any tag moves to it: where it is signed.
 	// An error leaves every tag where it was.
 	BeforeTag func(ctx context.Context, ref name.Digest) error
-	// Tags are further tags the artifact is given after the first (an
-	// immutable tag per hydration, say).
+	// Tags are further tags the artifact is given (an immutable tag per
+	// hydration, say): each before the tag that moves, so that a push
+	// cut short leaves the moving tag where it was.
 	Tags []string
+	// Guard, if set, is asked before a tag is written to complete what
+	// an earlier push left out (see Complete): does this writer still
+	// lead? An error writes nothing.
+	Guard func(ctx context.Context) error
 }
 
 // PushResult is what a push did.
@@ -39,6 +45,9 @@ type PushResult struct {
 	// Previous is what the tag pointed at before (zero when it did not
 	// exist).
 	Previous v1.Hash
+	// Completed are the tags of Tags written to an artifact the tag
+	// already named (an earlier push cut short before them).
+	Completed []string
 }
 
 // Push writes img to the tag's repository and moves the tag to it, unless
@@ -64,7 +73,8 @@ func Push(ctx context.Context, tag name.Tag, img v1.Image, o PushOptions) (PushR
 	if found {
 		res.Previous = prev.Digest
 		if prev.Digest == digest {
-			return res, nil
+			res.Completed, err = Complete(ctx, tag.Context().Digest(digest.String()), o.Tags, o.Guard, o.Remote...)
+			return res, err
 		}
 		if !o.Overwrite {
 			m, err := manifestOf(tag.Context().Digest(prev.Digest.String()), opts)
@@ -85,7 +95,9 @@ func Push(ctx context.Context, tag name.Tag, img v1.Image, o PushOptions) (PushR
 			return res, fmt.Errorf("%s, before tagging it %s: %w", byDigest, tag.TagStr(), err)
 		}
 	}
-	for _, t := range append([]string{tag.TagStr()}, o.Tags...) {
+	// The moving tag last: until it moves, whoever reads it reads the
+	// artifact before, whatever else failed.
+	for _, t := range append(slices.DeleteFunc(slices.Clone(o.Tags), func(t string) bool { return t == tag.TagStr() }), tag.TagStr()) {
 		ref := tag.Context().Tag(t)
 		if err := remote.Tag(ref, img, opts...); err != nil {
 			return res, fmt.Errorf("tagging %s as %s: %w", byDigest, t, err)
@@ -93,6 +105,42 @@ func Push(ctx context.Context, tag name.Tag, img v1.Image, o PushOptions) (PushR
 	}
 	res.Pushed = true
 	return res, nil
+}
+
+// Complete gives the artifact ref each of tags that does not name it
+// yet, after asking guard: what a push cut short between its tags left
+// out (an immutable tag is named after its content, so it names nothing
+// else). It returns the tags written.
+func Complete(ctx context.Context, ref name.Digest, tags []string, guard func(context.Context) error, opts ...remote.Option) ([]string, error) {
+	opts = append(append([]remote.Option{}, opts...), remote.WithContext(ctx))
+	var missing []string
+	for _, t := range tags {
+		d, found, err := head(ref.Context().Tag(t), opts)
+		if err != nil {
+			return nil, fmt.Errorf("looking up %s: %w", ref.Context().Tag(t), err)
+		}
+		if !found || d.Digest.String() != ref.DigestStr() {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	if guard != nil {
+		if err := guard(ctx); err != nil {
+			return nil, err
+		}
+	}
+	desc, err := remote.Get(ref, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	for i, t := range missing {
+		if err := remote.Tag(ref.Context().Tag(t), desc, opts...); err != nil {
+			return missing[:i], fmt.Errorf("tagging %s as %s: %w", ref, t, err)
+		}
+	}
+	return missing, nil
 }
 
 // Read reads what a tag points at: its files (within l), its manifest and
