@@ -161,6 +161,13 @@ type HelmRender struct {
 	IncludeCRDs bool `json:"includeCRDs,omitempty"`
 	// Chart is a remote chart to render instead of the source folder.
 	Chart *HelmChart `json:"chart,omitempty"`
+	// GeneratedValuesOutsideSecrets commits values the chart's templates
+	// generate from the sync key (a random suffix in a name, a UUID in a
+	// ConfigMap) when they are outside a Secret's data, readable in git.
+	// Without it such a render fails, naming the object, the field and
+	// the template: a generated value is committed only in a Secret's
+	// data, encrypted. Previews mask them either way.
+	GeneratedValuesOutsideSecrets bool `json:"generatedValuesOutsideSecrets,omitempty"`
 }
 
 // HelmChart names a chart in an OCI registry or an https chart repository.

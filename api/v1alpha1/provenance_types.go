@@ -131,6 +131,11 @@ type SecretRecord struct {
 	Committed string `json:"committed"`
 	// Recipients digests the SOPS recipients it was encrypted for.
 	Recipients string `json:"recipients,omitempty"`
+	// Values digests each data and stringData key's value under the sync
+	// key, each bound to its Secret and key: a dry run says which keys
+	// changed, and no digest can be compared with another key's, another
+	// Secret's, or a guess by whoever lacks the key.
+	Values map[string]string `json:"values,omitempty"`
 }
 
 // Takeover records a developer's takeover of a destination folder.

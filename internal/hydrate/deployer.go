@@ -76,6 +76,8 @@ type deployed struct {
 	hooks    []v1alpha1.Hook
 	warnings []string
 	secrets  []v1alpha1.SecretRecord
+	// keys say what became of each key of each Secret encrypted.
+	keys map[string]map[string]secrets.KeyChange
 }
 
 // forDeployer makes the rendered, pinned objects into the folder the
@@ -87,13 +89,6 @@ func (r *runner) forDeployer(ctx context.Context, p *plan, res *render.Result, o
 	tool := ms.Spec.DeployerTool()
 	if err := r.refuseUnkeyed(ms, res, objs); err != nil {
 		return nil, nil, err
-	}
-	if res.Renderer.Name == render.Helm {
-		ns := ""
-		if r := ms.Spec.Render; r != nil && r.Helm != nil {
-			ns = r.Helm.Namespace
-		}
-		render.ReleaseNamespace(objs, ns)
 	}
 	so := secrets.Options{
 		Policy: ms.Spec.Destination.Secrets, Recipients: ms.Spec.Destination.SOPS, Tool: tool,
@@ -113,7 +108,7 @@ func (r *runner) forDeployer(ctx context.Context, p *plan, res *render.Result, o
 	if err != nil {
 		return nil, nil, err
 	}
-	d.secrets = sealed.Records
+	d.secrets, d.keys = sealed.Records, sealed.Keys
 	layout := &hooks.Layout{Objects: sealed.Objects}
 	if res.Renderer.Name == render.Helm {
 		dep := ms.Spec.Deployer
@@ -176,7 +171,7 @@ func encryptedSecrets(current folderReader, dir string) (map[string]*yaml.RNode,
 			continue // not ours to judge here: the render replaces it
 		}
 		for _, o := range objs {
-			if o.GetKind() == "Secret" && o.Field("sops") != nil {
+			if secrets.IsSecret(o) && o.Field("sops") != nil {
 				out[o.GetNamespace()+"/"+o.GetName()] = o
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,9 +14,11 @@ import (
 	"sluice.dev/sluice/api/v1alpha1"
 	"sluice.dev/sluice/internal/config"
 	"sluice.dev/sluice/internal/destination"
+	"sluice.dev/sluice/internal/mask"
 	"sluice.dev/sluice/internal/pin"
 	"sluice.dev/sluice/internal/render"
 	"sluice.dev/sluice/internal/sandbox"
+	"sluice.dev/sluice/internal/secrets"
 	"sluice.dev/sluice/internal/source"
 )
 
@@ -48,10 +51,17 @@ type plan struct {
 	diffCut  bool     // diff kept to DiffLimit
 	changes  *Changes // dry runs
 	stale    []string // tags answered stale, and why (Result.Stale)
+	// values are the secret values the render generated: masked in
+	// whatever the plan's result says (a dry run's diff, an error).
+	values *mask.Set
+	// secretKeys say what became of each key of each Secret encrypted
+	// (dry runs' diffs).
+	secretKeys map[string]map[string]secrets.KeyChange
 }
 
 func (p *plan) result() Result {
 	d := p.ms.Spec.Destination
+	p.err = p.values.Error(p.err)
 	res := Result{
 		Name:        p.ms.Name,
 		Result:      Unchanged,
@@ -74,7 +84,14 @@ func (p *plan) result() Result {
 		res.Source = describeSource(p.prov.Source)
 		src := p.prov.Source
 		res.Revision = &src
-		res.Deployer, res.Warnings, res.Generated, res.Lookups, res.Secrets = p.prov.Deployer, p.prov.Warnings, p.prov.Generated, p.prov.Lookups, p.prov.Secrets
+		res.Deployer, res.Warnings, res.Generated, res.Lookups, res.Secrets = p.prov.Deployer, p.values.Strings(slices.Clone(p.prov.Warnings)), p.prov.Generated, p.prov.Lookups, p.prov.Secrets
+	}
+	if c := p.changes; c != nil && !p.values.Empty() {
+		masked := &Changes{Added: slices.Clone(c.Added), Changed: slices.Clone(c.Changed), Removed: slices.Clone(c.Removed), Repinned: slices.Clone(c.Repinned)}
+		for _, l := range [][]string{masked.Added, masked.Changed, masked.Removed, masked.Repinned} {
+			p.values.Strings(l)
+		}
+		res.Changes = masked
 	}
 	if p.folder != nil {
 		res.Result = Changed
@@ -226,6 +243,19 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		return fmt.Errorf("rendering %s %s: %w", src.Describe(), ms.Spec.Source.Path, err)
 	}
 	release()
+	if res.Renderer.Name == render.Helm {
+		ns := ""
+		if r := ms.Spec.Render; r != nil && r.Helm != nil {
+			ns = r.Helm.Namespace
+		}
+		render.ReleaseNamespace(objs, ns)
+	}
+	p.values = mask.New(res.Values...)
+	// Before anything leaves: an image reference is sent to its
+	// registry to be pinned.
+	if err := refuseGenerated(ms, objs, p.values); err != nil {
+		return err
+	}
 	written := pin.Images(objs)
 	images, err := pinner.Pin(ctx, objs, ms.Spec.Images)
 	if err != nil {
@@ -236,6 +266,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 	if err != nil {
 		return err
 	}
+	p.secretKeys = dep.keys
 	inputs := res.Inputs
 	for _, u := range res.Remote {
 		inputs = append(inputs, v1alpha1.Input{Path: u, Hash: remoteInput})
@@ -297,7 +328,7 @@ func (r *runner) work(ctx context.Context, p *plan) error {
 		if err != nil {
 			return err
 		}
-		p.diff, p.diffCut = diffFolders(p.dstPath, old, folder, r.o.ManifestsDiff, r.o.DiffLimit)
+		p.diff, p.diffCut = diffFolders(p.dstPath, old, folder, r.o.ManifestsDiff, r.o.DiffLimit, p.secretKeys, p.values)
 		var was []v1alpha1.PinnedImage
 		if p.prev != nil {
 			was = p.prev.Images

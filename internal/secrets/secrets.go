@@ -17,9 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"sluice.dev/sluice/api/v1alpha1"
@@ -61,7 +63,23 @@ type Sealed struct {
 	// Encrypted counts the Secrets encrypted anew (not kept as they
 	// were).
 	Encrypted int
+	// Keys say, for each Secret encrypted ("namespace/name"), what
+	// became of each of its keys since the folder's record: Added,
+	// Changed or Unchanged (Unknown where the record holds no digest of
+	// it). Values themselves are never compared across keys.
+	Keys map[string]map[string]KeyChange
 }
+
+// KeyChange is what became of one key of a Secret.
+type KeyChange string
+
+// What became of a key.
+const (
+	Added     KeyChange = "added"
+	Changed   KeyChange = "changed"
+	Unchanged KeyChange = "unchanged"
+	Unknown   KeyChange = "unknown"
+)
 
 // ErrReadable is the error of a Secret that would be committed readable.
 var ErrReadable = errors.New("would be committed readable")
@@ -77,7 +95,10 @@ func Seal(ctx context.Context, objs []*yaml.RNode, o Options) (*Sealed, error) {
 	out := &Sealed{}
 	var enc *encrypter
 	for _, obj := range objs {
-		if !isSecret(obj) {
+		if !IsSecret(obj) {
+			if i, ok := nestedSecret(obj); ok {
+				return nil, fmt.Errorf("%s %s/%s holds a Secret in items[%d], which kubectl applies as a Secret: Sluice cannot encrypt it there; make it a List (kind ending in List), or take the Secret out", obj.GetKind(), obj.GetNamespace(), obj.GetName(), i)
+			}
 			out.Objects = append(out.Objects, obj)
 			continue
 		}
@@ -87,8 +108,25 @@ func Seal(ctx context.Context, objs []*yaml.RNode, o Options) (*Sealed, error) {
 		if o.Origins != nil && o.Origins(obj) != "" {
 			where = " (from " + o.Origins(obj) + ")"
 		}
+		if err := validName(obj); err != nil {
+			return nil, fmt.Errorf("Secret %s%s: %w", strconv.QuoteToASCII(id), where, err)
+		}
+		real := false
+		if isEncrypted(obj) {
+			var err error
+			if real, err = claimed(obj, id, o.Recipients); err != nil {
+				return nil, fmt.Errorf("%w%s", err, where)
+			}
+			if !real {
+				// No value is ciphertext: a readable Secret, whatever
+				// its sops field says.
+				if obj, err = withoutSOPS(obj); err != nil {
+					return nil, fmt.Errorf("Secret %s%s: %w", id, where, err)
+				}
+			}
+		}
 		switch {
-		case isEncrypted(obj):
+		case real:
 			rec.Committed = v1alpha1.SecretAsIs
 			out.Objects = append(out.Objects, obj)
 		case policy == v1alpha1.SecretsOmit:
@@ -109,6 +147,11 @@ func Seal(ctx context.Context, objs []*yaml.RNode, o Options) (*Sealed, error) {
 			rec.Committed = v1alpha1.SecretEncrypted
 			rec.Digest = digest(o.Key, plain)
 			rec.Recipients = recipientsDigest(o.Recipients)
+			rec.Values = valueDigests(o.Key, id, obj)
+			if out.Keys == nil {
+				out.Keys = map[string]map[string]KeyChange{}
+			}
+			out.Keys[id] = keyChanges(o.Records, rec)
 			if prev := o.Previous[id]; prev != nil && recorded(o.Records, rec) {
 				out.Objects = append(out.Objects, prev)
 				break
@@ -150,8 +193,47 @@ func waysOut(tool string) string {
 		"or leave Secrets out with spec.destination.secrets: omit (External Secrets or Sealed Secrets provides them), or commit them readable with spec.destination.secrets: plaintext"
 }
 
-func isSecret(o *yaml.RNode) bool {
-	return o.GetKind() == "Secret" && o.GetApiVersion() == "v1"
+// validName refuses a Secret whose name, namespace or keys the API
+// server refuses: a name of look-alike letters ("grаfana", with a
+// Cyrillic а) would pass for another Secret in a review.
+func validName(o *yaml.RNode) error {
+	if errs := validation.IsDNS1123Subdomain(o.GetName()); len(errs) > 0 {
+		return fmt.Errorf("metadata.name %s: %s", strconv.QuoteToASCII(o.GetName()), strings.Join(errs, "; "))
+	}
+	if ns := o.GetNamespace(); ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("metadata.namespace %s: %s", strconv.QuoteToASCII(ns), strings.Join(errs, "; "))
+		}
+	}
+	for _, k := range dataKeys(o) {
+		if errs := validation.IsConfigMapKey(k); len(errs) > 0 {
+			return fmt.Errorf("key %s: %s", strconv.QuoteToASCII(k), strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// nestedSecret finds a Secret in an object's items, which kubectl (and
+// Argo CD) unwrap whatever the object's kind: a List the render did not
+// expand because its kind does not end in List.
+func nestedSecret(o *yaml.RNode) (int, bool) {
+	items := o.Field("items")
+	if items == nil || items.Value == nil || items.Value.YNode().Kind != yaml.SequenceNode {
+		return 0, false
+	}
+	elems, _ := items.Value.Elements()
+	for i, e := range elems {
+		if e.YNode().Kind != yaml.MappingNode {
+			continue
+		}
+		if IsSecret(e) {
+			return i, true
+		}
+		if _, ok := nestedSecret(e); ok {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // isEncrypted reports whether a Secret is SOPS-encrypted already (the
@@ -196,6 +278,48 @@ func digest(key, plain []byte) string {
 	m.Write([]byte("sluice secret v1\x00"))
 	m.Write(plain)
 	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+}
+
+// valueDigests digests each of a Secret's values under the sync key,
+// each bound to the Secret (id) and its key, so that no two can be
+// compared: a value moved to another key, or given to another Secret,
+// digests otherwise.
+func valueDigests(key []byte, id string, o *yaml.RNode) map[string]string {
+	out := map[string]string{}
+	for k, v := range Values(o) {
+		h := hmac.New(sha256.New, key)
+		fmt.Fprintf(h, "sluice secret value v1\x00%s\x00%s\x00%s", id, k, v)
+		out[k] = hex.EncodeToString(h.Sum(nil)[:16])
+	}
+	return out
+}
+
+// keyChanges says what became of each key of rec since the records.
+func keyChanges(records []v1alpha1.SecretRecord, rec v1alpha1.SecretRecord) map[string]KeyChange {
+	var prev *v1alpha1.SecretRecord
+	for i := range records {
+		if records[i].Object == rec.Object {
+			prev = &records[i]
+		}
+	}
+	out := map[string]KeyChange{}
+	for k, d := range rec.Values {
+		switch was, ok := "", false; {
+		case prev == nil:
+			out[k] = Added
+		case prev.Values == nil:
+			out[k] = Unknown
+		default:
+			if was, ok = prev.Values[k]; !ok {
+				out[k] = Added
+			} else if was == d {
+				out[k] = Unchanged
+			} else {
+				out[k] = Changed
+			}
+		}
+	}
+	return out
 }
 
 // recipientsDigest tells whether a Secret was encrypted for today's
