@@ -69,7 +69,7 @@ func TestATemplateCannotSayWhichTemplateItIs(t *testing.T) {
 		"leaving the template it is":       `{{- __sluice_leave "00000000000000000000000000000000" }}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			res, err := grafanaWith(t, map[string]string{"a-leak.yaml": claim + "\n" + printIt})
+			res, err := grafanaWith(t, map[string]string{"z-leak.yaml": claim + "\n" + printIt})
 			if err == nil {
 				for _, o := range res.Objects {
 					if o.GetKind() == "ConfigMap" && o.GetName() == "leak" {
@@ -80,7 +80,7 @@ func TestATemplateCannotSayWhichTemplateItIs(t *testing.T) {
 				}
 				t.Fatal("the template that names itself another rendered")
 			}
-			if !strings.Contains(err.Error(), "a-leak.yaml") || strings.Contains(err.Error(), password) {
+			if !strings.Contains(err.Error(), "z-leak.yaml") || strings.Contains(err.Error(), password) {
 				t.Errorf("error: %v", err)
 			}
 		})
@@ -92,7 +92,7 @@ func TestATemplateCannotSayWhichTemplateItIs(t *testing.T) {
 // and a template's fail message never shows one.
 func TestEveryGeneratedValueIsRegistered(t *testing.T) {
 	res, err := grafanaWith(t, map[string]string{
-		"e-leak.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: leak}\ndata:\n  whole: {{ include \"grafana/templates/secret.yaml\" . | quote }}\n  mine: {{ randAlphaNum 24 }}\n",
+		"z-leak.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: leak}\ndata:\n  whole: {{ include \"grafana/templates/secret.yaml\" . | quote }}\n  mine: {{ randAlphaNum 24 }}\n",
 	})
 	if err != nil {
 		t.Fatal(err)
