@@ -267,3 +267,85 @@ func TestGitHubsRateLimitIsSaidNotRetried(t *testing.T) {
 		t.Errorf("called %q: one request, not retried, is wanted", calls)
 	}
 }
+
+// The preview's comment is found and edited in place: Sluice's own (its
+// token's user's, or a bot's for an App's token, which has no user),
+// never another's that quotes the marker; without one, a comment is
+// made.
+func TestTheGitHubAdapterEditsItsOwnCommentOnly(t *testing.T) {
+	ctx := context.Background()
+	marker := "<!-- sluice:preview -->"
+	comment := func(id int, login, typ, body string) map[string]any {
+		return map[string]any{"id": id, "node_id": "x", "url": "https://api.github.com/repos/acme/deploy/issues/comments/" + fmt.Sprint(id),
+			"html_url": fmt.Sprintf("https://github.com/acme/deploy/pull/1#issuecomment-%d", id), "body": body,
+			"user": map[string]any{"login": login, "id": id, "type": typ}, "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+			"issue_url": "https://api.github.com/repos/acme/deploy/issues/1", "author_association": "NONE"}
+	}
+	for _, c := range []struct {
+		name     string
+		me       string // "" for an App's installation token (GET /user refused)
+		comments []any
+		edited   string // the comment edited; "" when one is made
+	}{
+		{"its own, beside another's quoting the marker", "sluice-bot", []any{comment(11, "mallory", "User", marker+"\nfake"), comment(12, "sluice-bot", "User", marker+"\nold")}, "12"},
+		{"another's only", "sluice-bot", []any{comment(11, "mallory", "User", marker+"\nfake")}, ""},
+		{"its own without the marker", "sluice-bot", []any{comment(12, "sluice-bot", "User", "a word")}, ""},
+		{"an App's: the bot's, not a user's", "", []any{comment(11, "mallory", "User", marker+"\nfake"), comment(13, "sluice[bot]", "Bot", marker+"\nold")}, "13"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, repo := githubServer(t, "t0ken")
+			var editedPath string
+			srv.Answer = func(r *http.Request, op string) (int, any, bool) {
+				switch op {
+				case "users/get-authenticated":
+					if c.me == "" {
+						return http.StatusForbidden, map[string]string{"message": "Resource not accessible by integration"}, true
+					}
+					return 200, map[string]any{"login": c.me, "id": 1, "type": "User"}, true
+				case "issues/list-comments":
+					return 200, c.comments, true
+				case "issues/update-comment":
+					editedPath = r.URL.Path
+				}
+				return 0, nil, false
+			}
+			r, err := ReviewerFor(v1alpha1.ForgeGitHub, repo, Credentials{Password: "t0ken"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Comment(ctx, 1, marker, marker+"\nnew"); err != nil {
+				t.Fatal(err)
+			}
+			srv.Check(t)
+			calls := srv.Calls()
+			switch {
+			case c.edited == "" && (editedPath != "" || !slices.Contains(calls, "issues/create-comment")):
+				t.Errorf("edited %q (calls %q), want a new comment", editedPath, calls)
+			case c.edited != "" && (!strings.HasSuffix(editedPath, "/comments/"+c.edited) || slices.Contains(calls, "issues/create-comment")):
+				t.Errorf("edited %q (calls %q), want comment %s", editedPath, calls, c.edited)
+			}
+		})
+	}
+}
+
+// A request body with a key the description does not name fails, as a
+// misspelt key would pass unnoticed by GitHub.
+func TestAKeyGitHubsDescriptionDoesNotNameFails(t *testing.T) {
+	srv, _ := githubServer(t, "t0ken")
+	for body, wantFail := range map[string]bool{`{"labels": ["sluice"]}`: false, `{"lables": ["sluice"]}`: true} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/repos/acme/deploy/issues/1/labels", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer t0ken")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if failed := resp.StatusCode == http.StatusUnprocessableEntity; failed != wantFail {
+			t.Errorf("%s: answered %d", body, resp.StatusCode)
+		}
+	}
+	if f := srv.Failures(); len(f) != 1 || !strings.Contains(f[0], "lables") {
+		t.Errorf("failures: %q", f)
+	}
+}

@@ -170,3 +170,19 @@ func TestARequestThatBreaksGitLabsDescriptionFails(t *testing.T) {
 		t.Error("a wrong token was taken")
 	}
 }
+
+// A request body with a key the description does not name fails.
+func TestAKeyGitLabsDescriptionDoesNotNameFails(t *testing.T) {
+	srv, _ := gitlabServer(t, "glpat-t0ken", nil)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/api/v4/projects/acme%2Fdeploy/merge_requests/2/notes", strings.NewReader(`{"body": "x", "bodyy": "y"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("PRIVATE-TOKEN", "glpat-t0ken")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if f := srv.Failures(); resp.StatusCode != http.StatusUnprocessableEntity || len(f) != 1 || !strings.Contains(f[0], "bodyy") {
+		t.Errorf("answered %d, failures %q", resp.StatusCode, f)
+	}
+}

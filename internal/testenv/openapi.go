@@ -23,7 +23,10 @@ import (
 // names for its method and path (path, query and header parameters, the
 // body's schema), by kin-openapi, and answered with the description's
 // own example of the operation's success. A request the description does
-// not allow is answered 422 and recorded as a failure.
+// not allow is answered 422 and recorded as a failure, and so is a request
+// body with a key its schema does not name (a misspelt "lables"), as the
+// vendors' servers ignore it silently: a schema that says nothing of
+// additionalProperties is read as closed.
 type OpenAPIServer struct {
 	// URL is the API's root: the server's, with the base path.
 	URL string
@@ -58,10 +61,47 @@ func NewOpenAPIServer(t TB, file, basePath string) *OpenAPIServer {
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL + basePath
 	doc.Servers = openapi3.Servers{{URL: s.URL}}
+	closeRequestBodies(doc)
 	if s.router, err = gorillamux.NewRouter(doc); err != nil {
 		t.Fatalf("routing %s: %v", file, err)
 	}
 	return s
+}
+
+// closeRequestBodies makes every request body's object schemas refuse the
+// keys they do not name, where the description leaves that open. An
+// allOf's parts are left open: each names only some of the keys.
+func closeRequestBodies(doc *openapi3.T) {
+	seen := map[*openapi3.Schema]bool{}
+	var close func(r *openapi3.SchemaRef)
+	close = func(r *openapi3.SchemaRef) {
+		if r == nil || r.Value == nil || seen[r.Value] {
+			return
+		}
+		s := r.Value
+		seen[s] = true
+		if len(s.Properties) > 0 && s.AdditionalProperties.Has == nil && s.AdditionalProperties.Schema == nil && len(s.AllOf) == 0 {
+			no := false
+			s.AdditionalProperties.Has = &no
+		}
+		for _, p := range s.Properties {
+			close(p)
+		}
+		close(s.Items)
+		for _, o := range append(append(openapi3.SchemaRefs{}, s.OneOf...), s.AnyOf...) {
+			close(o)
+		}
+	}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil {
+				continue
+			}
+			for _, mt := range op.RequestBody.Value.Content {
+				close(mt.Schema)
+			}
+		}
+	}
 }
 
 func (s *OpenAPIServer) fail(w http.ResponseWriter, code int, format string, args ...any) {
