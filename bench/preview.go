@@ -25,10 +25,16 @@ func mainPreview() {
 	shared := flag.Int("shared", 100, "apps that read the shared base")
 	touch := flag.Int("touch", 3, "apps a pull request touches")
 	prs := flag.Int("prs", 10, "pull requests previewed")
+	charts := flag.Int("charts", 0, "instead: this many syncs of grafana as published (generated values, Secrets SOPS-encrypted), each pull request reaching all of them")
+	baseline := flag.String("baseline", "", "with -charts: a git revision whose sluice previews the same pull requests, interleaved, as the baseline")
 	flag.Parse()
 	tb := newTB()
 	defer tb.cleanup()
-	if err := runPreview(tb, *syncs, *history, *shared, *touch, *prs); err != nil {
+	run := func() error { return runPreview(tb, *syncs, *history, *shared, *touch, *prs) }
+	if *charts > 0 {
+		run = func() error { return runChartPreview(tb, *charts, *prs, *baseline) }
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench preview:", err)
 		tb.cleanup()
 		os.Exit(1)
