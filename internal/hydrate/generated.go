@@ -39,6 +39,10 @@ func refuseGenerated(ms config.ManifestSync, objs []*yaml.RNode, values *mask.Se
 		if hooks.LeftOut(o, helmTests) {
 			continue
 		}
+		// One look at the whole object first: most hold no value.
+		if _, ok := values.Find(scalars(o)); !ok {
+			continue
+		}
 		field, v, ok := generatedIn(o, values)
 		if !ok {
 			continue
@@ -111,6 +115,41 @@ func generatedIn(o *yaml.RNode, values *mask.Set) (string, mask.Value, bool) {
 	}
 	f, v, ok := walk(o.YNode(), "", false)
 	return strings.TrimPrefix(f, "."), v, ok
+}
+
+// scalars are the text generatedIn looks at in o, one line each (a
+// value is never found across two).
+func scalars(o *yaml.RNode) string {
+	secret := secrets.IsSecret(o) && o.Field("sops") == nil
+	var b strings.Builder
+	var walk func(n *goyaml.Node, top, data bool)
+	walk = func(n *goyaml.Node, top, data bool) {
+		for _, c := range []string{n.HeadComment, n.LineComment, n.FootComment} {
+			if c != "" {
+				b.WriteString(c)
+				b.WriteByte('\n')
+			}
+		}
+		switch n.Kind {
+		case goyaml.ScalarNode:
+			if !data {
+				b.WriteString(n.Value)
+				b.WriteByte('\n')
+			}
+		case goyaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walk(n.Content[i], false, false)
+				k := n.Content[i].Value
+				walk(n.Content[i+1], false, data || secret && top && (k == "data" || k == "stringData"))
+			}
+		case goyaml.SequenceNode, goyaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, false, data)
+			}
+		}
+	}
+	walk(o.YNode(), true, false)
+	return b.String()
 }
 
 // objectRef names an object as errors do: Kind/namespace/name.

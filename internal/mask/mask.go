@@ -56,6 +56,7 @@ const (
 // The zero Set, and a nil one, mask nothing.
 type Set struct {
 	values []Value
+	texts  map[string]bool
 	// byLen holds, for each window length, the forms' windows of that
 	// length (lower case), by rolling hash.
 	byLen map[int]map[uint64][]window
@@ -90,9 +91,13 @@ func New(values ...Value) *Set {
 // Add registers more values.
 func (s *Set) Add(values ...Value) {
 	for _, v := range values {
-		if v.Bits < MinBits || len(v.Text) < 4 {
+		if v.Bits < MinBits || len(v.Text) < 4 || s.texts[v.Text] {
 			continue
 		}
+		if s.texts == nil {
+			s.texts = map[string]bool{}
+		}
+		s.texts[v.Text] = true
 		s.values = append(s.values, v)
 		s.index(len(s.values)-1, v)
 	}

@@ -73,15 +73,16 @@ type generator struct {
 	lookups map[string]bool
 	unkeyed map[string]bool
 	// values are the secret values generated, registered as they are
-	// made, to be masked wherever output is produced.
-	values *mask.Set
+	// made, to be masked wherever output is produced (indexed by whoever
+	// masks: mask.New).
+	values []mask.Value
 }
 
 func newGenerator(g *Generate) *generator {
 	var nonce [16]byte
 	cryptorand.Read(nonce[:])
 	return &generator{g: g, nonce: hex.EncodeToString(nonce[:]), counts: map[string]int{}, used: map[string]map[string]bool{},
-		lookups: map[string]bool{}, unkeyed: map[string]bool{}, values: mask.New()}
+		lookups: map[string]bool{}, unkeyed: map[string]bool{}}
 }
 
 // template is the template executing ("" before the first).
@@ -94,11 +95,13 @@ func (gen *generator) template() string {
 
 // register records a value generated, drawn with bits of entropy.
 func (gen *generator) register(fn, text string, bits float64) {
-	gen.values.Add(mask.Value{Text: text, Bits: bits, Origin: fmt.Sprintf("template %s, %s", gen.template(), fn)})
+	if bits >= mask.MinBits {
+		gen.values = append(gen.values, mask.Value{Text: text, Bits: bits, Origin: fmt.Sprintf("template %s, %s", gen.template(), fn)})
+	}
 }
 
 // Values are the secret values the render generated.
-func (gen *generator) Values() []mask.Value { return gen.values.Values() }
+func (gen *generator) Values() []mask.Value { return gen.values }
 
 // seed is the seed of one call: an HMAC of the call's site under the key.
 func (gen *generator) seed(fn string, args ...any) ([32]byte, error) {

@@ -261,7 +261,9 @@ func render(ctx context.Context, tr, fsys source.FS, dir string, o Options, lim 
 				res.Generated, res.Lookups, res.Unkeyed, res.Values = gen.Generated(), gen.Lookups(), gen.Unkeyed(), gen.Values()
 				// A template's fail, required or error message may hold
 				// what it generated: it never leaves the render.
-				err = gen.values.Error(err)
+				if err != nil {
+					err = mask.New(gen.values...).Error(err)
+				}
 			}
 			if o.Origins {
 				res.Origins = helmOrigins(res.Objects, dir, s.Chart != nil)
