@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -42,11 +41,9 @@ func TestQuickstartOnALocalController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if out, err := exec.Command("cp", "-r", filepath.Join(root, "examples", "quickstart"), dir).CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
-	os.RemoveAll(filepath.Join(dir, "quickstart", ".out"))
+	work := t.TempDir()
+	testenv.CopyTracked(t, root, "examples/quickstart", work)
+	dir := filepath.Join(work, "examples")
 	set, err := config.Load(filepath.Join(dir, "quickstart", "syncs"))
 	if err != nil {
 		t.Fatal(err)
