@@ -3,7 +3,7 @@
 # bin/), so that no test's timeout includes a build; then runs every test.
 GO ?= go
 
-.PHONY: all build tools generate test bench quickstart cluster clean image release-snapshot
+.PHONY: all build tools generate test bench quickstart cluster clean image release-snapshot release-check
 
 all: build
 
@@ -16,40 +16,24 @@ LINK_ID = -X sluice.dev/sluice/internal/sandbox.build=$(BUILD_ID)
 build:
 	$(GO) build -ldflags "$(LINK_ID)" -o bin/ ./cmd/sluice ./cmd/sluice-render
 
-# What the tests need, built once into bin/ (most of the 35 minutes a cold make test takes on 2 cores): the
-# control plane (kube-apiserver, etcd, kube-controller-manager), the helm
-# and kustomize releases Sluice is compared with, the sops CLI tests encrypt with (and Local KMS, an AWS KMS API they encrypt for, and HashiCorp Vault's dev server, whose transit keys they encrypt with), the cosign and Notation CLIs tests sign images with (and Fulcio, a timestamp authority and Rekor over Trillian and Debian's MariaDB, for keyless signing), the Flux controllers and
-# Argo CD's ApplicationSet controller, application controller and repo-server (with Debian's
-# redis-server) live sessions hand clusters back to,
-# Argo CD's own manifest generation renders as an Application are compared with,
-# Gitea (a real forge sending webhooks), promtool (the alerts checked), Sluice's own image binary, and
-# Debian's chromium for the dashboard's browser tests (installed with
-# apt-get when missing).
+# What the tests need (hack/tools.sh): the control plane
+# (kube-apiserver, etcd, kube-controller-manager), the helm and
+# kustomize releases Sluice is compared with, the sops CLI tests encrypt
+# with (and Local KMS, an AWS KMS API they encrypt for, and HashiCorp
+# Vault's dev server, whose transit keys they encrypt with), the cosign
+# and Notation CLIs tests sign images with (and Fulcio, a timestamp
+# authority and Rekor over Trillian and Debian's MariaDB, for keyless
+# signing), the Flux controllers and Argo CD's ApplicationSet
+# controller, application controller and repo-server (with Debian's
+# redis-server) live sessions hand clusters back to, Argo CD's own
+# manifest generation renders as an Application are compared with, Gitea
+# (a real forge sending webhooks), promtool (the alerts checked),
+# Sluice's own image binary, and Debian's chromium for the dashboard's
+# browser tests (installed with apt-get when missing). Built once per
+# machine into ~/.cache/sluice/tools (SLUICE_TOOLS_CACHE), which bin/
+# links to, two at a time (TOOLS_JOBS); each tool's time is printed.
 tools:
-	hack/kube/build.sh >/dev/null
-	hack/helm/build.sh >/dev/null
-	hack/kustomize/build.sh >/dev/null
-	hack/sops/build.sh >/dev/null
-	hack/local-kms/build.sh >/dev/null
-	hack/vault/build.sh >/dev/null
-	hack/cosign/build.sh >/dev/null
-	hack/notation/build.sh >/dev/null
-	hack/flux/build.sh >/dev/null
-	hack/argocd/build.sh >/dev/null
-	hack/argocd/build.sh argocd-manifests >/dev/null
-	hack/argocd/build.sh argocd >/dev/null
-	hack/redis/install.sh >/dev/null
-	hack/controller-gen/build.sh >/dev/null
-	hack/gitea/build.sh >/dev/null
-	hack/cyclonedx-gomod/build.sh >/dev/null
-	hack/promtool/build.sh >/dev/null
-	hack/fulcio/build.sh >/dev/null
-	hack/timestamp-server/build.sh >/dev/null
-	hack/mariadb/install.sh >/dev/null
-	hack/trillian/build.sh >/dev/null
-	hack/rekor/build.sh >/dev/null
-	hack/chromium/install.sh >/dev/null
-	$(MAKE) bin/image/sluice
+	hack/tools.sh
 
 # The static binaries of Sluice's own image (config/image/sluice.yaml):
 # sluice and its render worker, built together.
@@ -79,18 +63,24 @@ generate:
 	cp config/monitoring/rules.yaml config/monitoring/dashboard.json charts/sluice/files/monitoring/
 
 # A release of the work tree, as the release workflow makes one
-# (.github/workflows/release.yaml) but with nothing outside: every
-# platform's binaries, archives, sums and SBOMs in dist/, the image pushed
-# to a registry in the process and kept with its signature as an OCI
-# layout (dist/image), signed by a key made for the run (dist/cosign.pub).
-# The tests of internal/release check it with the real cosign. make test
-# builds the image's platforms only (RELEASE_PLATFORMS; each other one is
-# about 8 minutes of compiling, cold, on 2 cores); RELEASE_PLATFORMS=
-# builds all four, as a release does.
-RELEASE_PLATFORMS ?= linux/amd64,linux/arm64
+# (.github/workflows/release.yaml) but with nothing outside: the
+# binaries, archives, sums and SBOMs of RELEASE_PLATFORMS in dist/, the
+# image pushed to a registry in the process and kept with its signature as
+# an OCI layout (dist/image), signed by a key made for the run
+# (dist/cosign.pub). The tests of internal/release check it with the real
+# cosign. make test builds this machine's platform only: every check
+# there is made of each platform built, and each other platform is a
+# cross-compile of the whole of Sluice's dependencies (minutes, cold, on
+# 2 cores); make release-check builds every platform a release has, as
+# the release workflow does before it publishes, and runs those tests.
+RELEASE_PLATFORMS ?= $(shell $(GO) env GOOS)/$(shell $(GO) env GOARCH)
 release-snapshot:
 	rm -rf dist
 	$(GO) run ./hack/release -snapshot -out dist -platforms "$(RELEASE_PLATFORMS)" -cosign $$(hack/cosign/build.sh) -sbom $$(hack/cyclonedx-gomod/build.sh) -helm $$(hack/helm/build.sh)
+
+release-check: tools
+	$(MAKE) release-snapshot RELEASE_PLATFORMS=
+	$(GO) test -count=1 ./internal/release
 
 test: tools release-snapshot
 	$(GO) vet ./...

@@ -21,6 +21,8 @@ version=$(awk '$1=="require" && $2=="github.com/argoproj/argo-cd/v3" {print $3} 
 # anew.
 src=$(cat "$here/$name"/*.go | sha256sum | cut -c1-8)
 dir=$root/bin/argocd/$name-$version-$src
+. "$here/../toolcache.sh"
+$check || cached_dir "$dir" "$here/$name/go.mod" "$here/$name/go.sum"
 if $check; then
   if [ ! -x "$dir/$name" ]; then
     echo "Argo CD's $name $version is not built in $dir: run \`make tools\` (hack/argocd/build.sh); \`make test\` does" >&2

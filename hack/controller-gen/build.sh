@@ -8,6 +8,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 version=$(cat "$here/VERSION")
 out=$root/bin/controller-gen/$version
+. "$here/../toolcache.sh"
+cached_dir "$out"
 mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9

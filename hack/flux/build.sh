@@ -13,10 +13,12 @@ if [ "${1:-}" = --check ]; then check=true; shift; fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=$root/bin/flux
+. "$here/../toolcache.sh"
 mkdir -p "$out"
 for name in source-controller kustomize-controller helm-controller; do
   version=$(awk -v m="github.com/fluxcd/$name" '$1==m {print $2}' "$here/$name/go.mod")
   dir=$out/$name-$version
+  $check || cached_dir "$dir" "$here/$name/go.mod" "$here/$name/go.sum"
   if $check; then
     if [ ! -x "$dir/$name" ]; then
       echo "$name $version is not built in $dir: run \`make tools\` (hack/flux/build.sh); \`make test\` does" >&2

@@ -10,6 +10,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 version=$(cat "$here/VERSION")
 out=$root/bin/gitea/$version
+. "$here/../toolcache.sh"
+cached_dir "$out"
 mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9

@@ -13,6 +13,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 version=$(awk '$1=="helm.sh/helm/v4" {print $2}' "$root/go.mod")
 out=$root/bin/helm/$version
+. "$here/../toolcache.sh"
+cached_dir "$out"
 mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9

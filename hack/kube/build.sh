@@ -13,6 +13,8 @@ root=$(cd "$here/../.." && pwd)
 k8s=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/apiserver/go.mod")
 etcd=$(awk '$1=="require" && $2=="go.etcd.io/etcd/server/v3" {print $3}' "$here/etcd/go.mod")
 out=${1:-$root/bin/kube/k8s-$k8s-etcd-$etcd}
+. "$here/../toolcache.sh"
+$check || cached_dir "$out" "$here/apiserver/go.mod" "$here/apiserver/go.sum" "$here/etcd/go.mod" "$here/etcd/go.sum"
 minor=${k8s#v1.}; minor=${minor%%.*}
 if $check; then
   for b in kube-apiserver kube-controller-manager etcd; do

@@ -13,6 +13,8 @@ case "$api" in
   *) echo "hack/kustomize/build.sh: which kustomize CLI release matches sigs.k8s.io/kustomize/api $api? Add it here." >&2; exit 1 ;;
 esac
 out=$root/bin/kustomize/$version
+. "$here/../toolcache.sh"
+cached_dir "$out"
 mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9

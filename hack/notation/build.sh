@@ -8,7 +8,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 version=$(cat "$here/VERSION")
-out=$here/../../bin/notation/$version
+out=$(cd "$here/../.." && pwd)/bin/notation/$version
+. "$here/../toolcache.sh"
+cached_dir "$out"
 mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9

@@ -5,4 +5,6 @@
 # Prints the binary's path.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-exec "$here/../goinstall.sh" promtool "$(cat "$here/VERSION")" github.com/prometheus/prometheus/cmd/promtool
+# Without Prometheus's service discovery (its remove_all_sd tag): rule
+# files need none, and it is most of promtool's build.
+GOINSTALL_TAGS=remove_all_sd exec "$here/../goinstall.sh" promtool "$(cat "$here/VERSION")" github.com/prometheus/prometheus/cmd/promtool

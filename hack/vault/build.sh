@@ -14,6 +14,8 @@ root=$(cd "$here/../.." && pwd)
 version=$(awk '$1=="require" && $2=="github.com/hashicorp/vault" {print $3}' "$here/go.mod")
 src=$(cat "$here"/*.go "$here/go.mod" | sha256sum | cut -c1-8)
 dir=$root/bin/vault/$version-$src
+. "$here/../toolcache.sh"
+$check || cached_dir "$dir" "$here/go.mod" "$here/go.sum"
 if $check; then
   if [ ! -x "$dir/vault" ]; then
     echo "HashiCorp Vault $version is not built in $dir: run \`make tools\` (hack/vault/build.sh); \`make test\` does" >&2

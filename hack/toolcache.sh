@@ -1,0 +1,47 @@
+# Sourced by the tools' build scripts: tools are built once per machine,
+# into a cache outside the clone, and each clone's bin/ links to them (as
+# setup-envtest keeps its binaries): every later clone, worktree and CI
+# run of the machine reuses what an earlier one built.
+#
+#   cached_dir BIN_DIR [FILE...]
+#
+# makes BIN_DIR (a directory under the clone's bin/) a symbolic link to
+# $SLUICE_TOOLS_CACHE/<its path under bin>-<recipe>, the recipe being a
+# digest of the calling script, the FILEs (a wrapper module's go.mod and
+# go.sum, a VERSION file), $TOOL_RECIPE (build tags) and the Go
+# toolchain: another version, another
+# recipe or another Go is another directory. A BIN_DIR left as a real
+# directory by an older layout is moved into the cache. The default cache
+# is ~/.cache/sluice/tools ($XDG_CACHE_HOME/sluice/tools).
+cached_dir() {
+  local bin_dir=$1; shift
+  local root; root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  local rel=${bin_dir#"$root/bin/"}
+  if [ "$rel" = "$bin_dir" ]; then
+    return 0 # not under this clone's bin/: built where it was asked
+  fi
+  local cache=${SLUICE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
+  local recipe
+  recipe=$({ echo "$rel ${TOOL_RECIPE:-}"; go env GOVERSION GOOS GOARCH; cat "$0" "$@" 2>/dev/null; } | sha256sum | cut -c1-12)
+  local dir=$cache/$rel-$recipe
+  # Linked already to a directory of this recipe (wherever the cache was
+  # when it was made: a test's HOME is not the machine's): kept.
+  local linked
+  linked=$(readlink "$bin_dir" 2>/dev/null || true)
+  if [ -n "$linked" ] && [ "${linked##*/}" = "${dir##*/}" ] && [ -d "$linked" ]; then
+    return 0
+  fi
+  mkdir -p "$(dirname "$dir")" "$(dirname "$bin_dir")"
+  if [ -d "$bin_dir" ] && [ ! -L "$bin_dir" ]; then
+    if [ ! -e "$dir" ]; then
+      mv "$bin_dir" "$dir"
+    else
+      rm -rf "$bin_dir"
+    fi
+  fi
+  mkdir -p "$dir"
+  if [ "$(readlink "$bin_dir" 2>/dev/null)" != "$dir" ]; then
+    ln -sfn "$dir" "$bin_dir.tmp$$"
+    mv -Tf "$bin_dir.tmp$$" "$bin_dir"
+  fi
+}
