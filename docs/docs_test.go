@@ -84,24 +84,29 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	tools(t, root)
-	// The reader's own cluster, as far as a guide can tell: a kubeconfig
-	// in HOME whose server records any request. A guide that reaches it
-	// fell back to the reader's context.
-	var reached atomic.Int64
-	own := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reached.Add(1)
-		http.Error(w, "the reader's own cluster", http.StatusForbidden)
-	}))
-	defer own.Close()
+	// The guides find the tools `make tools` built, never build them.
+	toolEnv := tools(t, root)
 	ran := 0
 	for _, file := range files {
 		blocks := runnable(t, file)
 		if len(blocks) == 0 {
 			continue
 		}
+		ran += len(blocks)
 		rel, _ := filepath.Rel(root, file)
 		t.Run(rel, func(t *testing.T) {
+			// The guides at once: each in directories, a HOME and
+			// clusters of its own, and mostly waiting on what it starts.
+			t.Parallel()
+			// The reader's own cluster, as far as a guide can tell: a
+			// kubeconfig in HOME whose server records any request. A
+			// guide that reaches it fell back to the reader's context.
+			var reached atomic.Int64
+			own := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reached.Add(1)
+				http.Error(w, "the reader's own cluster", http.StatusForbidden)
+			}))
+			defer own.Close()
 			work := t.TempDir()
 			// What the guides use of the repository: its examples, the
 			// install they build on, and the public charts vendored for
@@ -117,7 +122,6 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(home, ".kube", "config"), []byte(ownConfig), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			reached.Store(0)
 			defer func() {
 				if n := reached.Load(); n > 0 {
 					t.Errorf("%s: %d requests reached the reader's own kube context (~/.kube/config): a guide must use only the cluster it starts", rel, n)
@@ -142,14 +146,13 @@ func TestTheGuidesRunAsWritten(t *testing.T) {
 			// Nothing but what a reader has: the sluice built from this
 			// tree finds the control plane and the Flux controllers `make
 			// tools` built in it from whatever directory a guide is in.
-			cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home,
-				"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "GIT_CONFIG_NOSYSTEM=1"}
+			cmd.Env = append([]string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home,
+				"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "GIT_CONFIG_NOSYSTEM=1"}, toolEnv...)
 			// Its own process group: whatever a guide leaves running is
 			// stopped with it.
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
-			ran += len(blocks)
 			err = cmd.Run()
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			if err != nil {
@@ -307,15 +310,19 @@ func text(t *testing.T, file string) string {
 
 // tools fails the test, saying how to build them, unless the control
 // plane and the Flux controllers `make tools` builds are there (a guide
-// would build them, for longer than a test may take).
-func tools(t *testing.T, root string) {
+// would build them, for longer than a test may take), and returns the
+// environment that points a guide's sluice at them.
+func tools(t *testing.T, root string) []string {
 	t.Helper()
-	if _, err := devcluster.Assets(context.Background(), root, false); err != nil {
+	assets, err := devcluster.Assets(context.Background(), root, false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := devcluster.FluxBinaries(context.Background(), false); err != nil {
+	flux, err := devcluster.FluxBinaries(context.Background(), false)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return []string{devcluster.AssetsEnv + "=" + assets, devcluster.FluxEnv + "=" + filepath.Dir(filepath.Dir(flux["source-controller"]))}
 }
 
 // Every relative link of the documentation leads somewhere: a file of the

@@ -12,7 +12,8 @@
 # toolchain: another version, another
 # recipe or another Go is another directory. A BIN_DIR left as a real
 # directory by an older layout is moved into the cache. The default cache
-# is ~/.cache/sluice/tools ($XDG_CACHE_HOME/sluice/tools).
+# is ~/.cache/sluice/tools ($XDG_CACHE_HOME/sluice/tools, or
+# $SLUICE_TOOLS_CACHE), recorded in bin/.tools-cache at the first link.
 cached_dir() {
   local bin_dir=$1; shift
   local root; root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,17 +21,21 @@ cached_dir() {
   if [ "$rel" = "$bin_dir" ]; then
     return 0 # not under this clone's bin/: built where it was asked
   fi
-  local cache=${SLUICE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
+  # The cache this clone's bin/ links into is recorded at its first link
+  # (bin/.tools-cache): a test or guide run with a HOME of its own finds
+  # the machine's tools, not a cache of its own to build.
+  local cache
+  if [ -s "$root/bin/.tools-cache" ] && [ -z "${SLUICE_TOOLS_CACHE:-}" ]; then
+    cache=$(cat "$root/bin/.tools-cache")
+  else
+    cache=${SLUICE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}
+    mkdir -p "$root/bin" "$cache"
+    echo "$cache" > "$root/bin/.tools-cache.tmp$$"
+    mv -f "$root/bin/.tools-cache.tmp$$" "$root/bin/.tools-cache"
+  fi
   local recipe
   recipe=$({ echo "$rel ${TOOL_RECIPE:-}"; go env GOVERSION GOOS GOARCH; cat "$0" "$@" 2>/dev/null; } | sha256sum | cut -c1-12)
   local dir=$cache/$rel-$recipe
-  # Linked already to a directory of this recipe (wherever the cache was
-  # when it was made: a test's HOME is not the machine's): kept.
-  local linked
-  linked=$(readlink "$bin_dir" 2>/dev/null || true)
-  if [ -n "$linked" ] && [ "${linked##*/}" = "${dir##*/}" ] && [ -d "$linked" ]; then
-    return 0
-  fi
   mkdir -p "$(dirname "$dir")" "$(dirname "$bin_dir")"
   if [ -d "$bin_dir" ] && [ ! -L "$bin_dir" ]; then
     if [ ! -e "$dir" ]; then
