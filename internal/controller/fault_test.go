@@ -460,7 +460,7 @@ func TestAPIServerOrEtcdDownMidHydration(t *testing.T) {
 			})
 			const n = 4
 			for i := range n {
-				e.apply(strings.NewReplacer("name: web", fmt.Sprintf("name: web-%d", i), "path: apps/web", fmt.Sprintf("path: apps/web-%d", i), "interval: 1h", "interval: 30s").Replace(webSync))
+				e.apply(strings.NewReplacer("name: web", fmt.Sprintf("name: web-%d", i), "path: apps/web", fmt.Sprintf("path: apps/web-%d", i), "interval: 1h", "interval: 15s").Replace(webSync))
 			}
 			for i := range n {
 				e.ready(fmt.Sprintf("web-%d", i), metav1.ConditionTrue, 60*time.Second)
@@ -493,7 +493,7 @@ func TestAPIServerOrEtcdDownMidHydration(t *testing.T) {
 				t.Fatal(err)
 			}
 			close(proceed)
-			const outage = 20 * time.Second
+			const outage = 10 * time.Second
 			time.Sleep(outage)
 			down.Store(false)
 			if err := part.start(); err != nil {
@@ -501,8 +501,8 @@ func TestAPIServerOrEtcdDownMidHydration(t *testing.T) {
 			}
 			back := time.Now()
 			t.Logf("while %s was down (%s): %d requests, %d status patches", part.name, outage, requests.Load(), patches.Load())
-			// Within the syncs' interval (30s), and the time to write.
-			e.eventually(35*time.Second, func() string {
+			// Within the syncs' interval (15s), and the time to write.
+			e.eventually(20*time.Second, func() string {
 				for i := range n {
 					ms := &v1alpha1.ManifestSync{}
 					if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: fmt.Sprintf("web-%d", i)}, ms); err != nil {
