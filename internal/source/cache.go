@@ -451,7 +451,7 @@ func openClone(dir string, objects cache.Object) (*git.Repository, error) {
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
 		return nil, git.ErrRepositoryNotExists
 	}
-	st := filesystem.NewStorageWithOptions(osfs.New(dir), objects,
+	st := filesystem.NewStorageWithOptions(indexFS{osfs.New(dir)}, objects,
 		filesystem.Options{MaxOpenDescriptors: maxOpenPacks})
 	return git.Open(st, nil)
 }

@@ -222,9 +222,11 @@ func packObjects(root string, pack plumbing.Hash, fn func(plumbing.Hash)) error 
 
 // closeFiles closes the clone's open pack files and drops what it holds in
 // memory for reading (its packs' indexes, some kilobytes each, and the
-// trees and commits it decoded), unless it is in use (it then stays as it
-// is: the next sweep tries again). Its next read loads and opens what it
-// needs. It reports whether it closed them.
+// trees it decoded), unless it is in use (it then stays as it is: the next
+// sweep tries again). Its next read loads and opens what it needs. It
+// keeps which tree each commit it read has (two hashes each, bounded by
+// maxCommits): an interval's check of a source that did not move then
+// reads nothing from the clone. It reports whether it closed them.
 func (r *Repo) closeFiles() bool {
 	if !r.mu.TryLock() {
 		return false
@@ -237,13 +239,15 @@ func (r *Repo) closeFiles() bool {
 		s.Reindex()
 	}
 	clear(r.trees)
-	clear(r.commits)
 	return true
 }
 
 // closeIdle closes the files of the clones not handed out for idleClose, at
 // most four times per idleClose; and, whenever more than maxOpenClones may
-// hold files open, those of the least recently handed out.
+// hold files open, those of the least recently handed out, down to three
+// quarters of maxOpenClones: a sweep (a look at every clone of the Cache)
+// then comes once per maxOpenClones/4 clones opened, not at each (500
+// sources of a controller, opened in turn, swept at every Open).
 func (c *Cache) closeIdle(now time.Time) {
 	over := c.holding.Load() > int64(maxOpenClones)
 	c.mu.Lock()
@@ -265,7 +269,10 @@ func (c *Cache) closeIdle(now time.Time) {
 	c.mu.Unlock()
 	// Least recently handed out first.
 	slices.SortFunc(held, func(a, b *Repo) int { return cmp.Compare(a.opened.Load(), b.opened.Load()) })
-	excess := len(held) - maxOpenClones
+	excess := 0
+	if over {
+		excess = len(held) - maxOpenClones*3/4
+	}
 	for _, r := range held {
 		if excess <= 0 && now.Sub(time.Unix(0, r.opened.Load())) <= idleClose {
 			break

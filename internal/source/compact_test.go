@@ -472,13 +472,14 @@ func TestPackingAClonesObjectsReadsThemOneAtATime(t *testing.T) {
 func TestManyClonesHoldFewFilesOpen(t *testing.T) {
 	ctx := context.Background()
 	defer func(n int) { maxOpenClones = n }(maxOpenClones)
-	maxOpenClones = 3
+	maxOpenClones = 4
 	srv := testenv.NewGitServer(t)
 	cache := NewCache(t.TempDir())
 	every := ContextWithMaxAge(ctx, time.Nanosecond)
 	var repos []*Repo
 	var heads []string
-	for i := range 8 {
+	most := 0
+	for i := range 10 {
 		url := srv.CreateRepo(t, fmt.Sprintf("app%d", i))
 		w := testenv.NewWork(t, url)
 		w.Write(map[string]string{"a": fmt.Sprintf("%d\n", i)}).Commit("one")
@@ -498,14 +499,19 @@ func TestManyClonesHoldFewFilesOpen(t *testing.T) {
 				holding = append(holding, j)
 			}
 		}
-		// The newest maxOpenClones, each having read.
-		want := []int{}
-		for j := max(0, i+1-maxOpenClones); j <= i; j++ {
-			want = append(want, j)
+		// The newest, at most maxOpenClones of them; past the bound, a
+		// sweep leaves three quarters of it.
+		n := len(holding)
+		if n == 0 || n > maxOpenClones || holding[0] != i+1-n || holding[n-1] != i {
+			t.Fatalf("after opening %d clones, clones %v hold pack files open, want the newest, at most %d", i+1, holding, maxOpenClones)
 		}
-		if fmt.Sprint(holding) != fmt.Sprint(want) {
-			t.Fatalf("after opening %d clones, clones %v hold pack files open, want %v", i+1, holding, want)
+		if i+1 > maxOpenClones && i > 0 && n < maxOpenClones*3/4 {
+			t.Fatalf("after opening %d clones, only clones %v hold pack files open: a sweep closed more than it needed", i+1, holding)
 		}
+		most = max(most, n)
+	}
+	if most != maxOpenClones {
+		t.Errorf("at most %d clones held files open at once, want the bound, %d, reached", most, maxOpenClones)
 	}
 	// A clone closed for the others reads again.
 	if got := readAt(t, repos[0], heads[0], "a"); got != "0\n" {
@@ -543,5 +549,97 @@ func TestAnObjectCachedForOneCloneIsNotReadThroughAnother(t *testing.T) {
 	}
 	if tree, err := pub.CommitTree(plumbing.NewHash(w.Head())); err == nil {
 		t.Fatalf("the public clone read the private commit %s (tree %s) from the shared cache", w.Head()[:8], tree)
+	}
+}
+
+// A clone only written to (a destination: each hydration a commit and a
+// push, its fetches an interval apart) rolls its packs up as it writes:
+// it never holds more than maxPacks of them for its next fetch to merge
+// (the controller's idle interval merged the hundreds a busy minute left).
+func TestAClonePushedToRollsItsPacksUpAsItWrites(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "deploy")
+	w := testenv.NewWork(t, url)
+	w.Write(map[string]string{"a": "0\n"}).Commit("zero")
+	w.Push("main")
+	r, err := NewCache(t.TempDir()).Open(ctx, mustLoc(t, url), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip, err := r.Branch("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	for i := range 3 * maxPacks {
+		b := r.NewBatch()
+		blob, err := b.WriteBlob(fmt.Appendf(nil, "%d\n", i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree, err := b.WriteTree([]object.TreeEntry{{Name: "a", Mode: filemode.Regular, Hash: blob}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := object.Signature{Name: "t", Email: "t@example.com", When: time.Now()}
+		c, err := b.WriteCommit(&object.Commit{Author: sig, Committer: sig, Message: fmt.Sprint(i), TreeHash: tree, ParentHashes: []plumbing.Hash{tip}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.UpdateBranch(ctx, "main", c, tip, UpdateBranchOptions{}); err != nil {
+			t.Fatalf("push %d: %v", i, err)
+		}
+		tip = c
+		most = max(most, len(listPacks(r.Root())))
+	}
+	if most > maxPacks+1 {
+		t.Errorf("%d pushes without a fetch left up to %d packs in the clone, want at most %d", 3*maxPacks, most, maxPacks+1)
+	}
+	if got := readAt(t, r, tip.String(), "a"); got != fmt.Sprintf("%d\n", 3*maxPacks) {
+		t.Errorf("the tip reads %q after the roll-ups", got)
+	}
+	fresh, err := NewCache(t.TempDir()).Open(ctx, mustLoc(t, url), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if main, err := fresh.Branch("main"); err != nil || main != tip {
+		t.Errorf("the server's main is %s, %v; want %s", main, err, tip)
+	}
+}
+
+// A clone closed for the bound on open files (or idle) still knows the
+// tree of each commit it read: an interval's check of a source that did
+// not move reads nothing from its packs.
+func TestAClosedCloneResolvesACommitItReadWithoutItsPacks(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.NewGitServer(t)
+	url := srv.CreateRepo(t, "app")
+	w := testenv.NewWork(t, url)
+	w.Write(map[string]string{"a": "1\n"}).Commit("one")
+	w.Push("main")
+	r, err := NewCache(t.TempDir()).Open(ctx, mustLoc(t, url), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := plumbing.NewHash(w.Head())
+	want, err := r.CommitTree(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.closeFiles() {
+		t.Fatal("the clone was in use")
+	}
+	packs := filepath.Join(r.Root(), "objects", "pack")
+	if err := os.Rename(packs, packs+".away"); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Rename(packs+".away", packs)
+	got, err := r.CommitTree(head)
+	if err != nil || got != want {
+		t.Errorf("after its files were closed, commit %s resolves to %s, %v; want %s without reading a pack", head, got, err, want)
 	}
 }

@@ -280,6 +280,9 @@ func (r *Repo) note(op string) {
 // maxTrees bounds the decoded trees a Repo keeps.
 const maxTrees = 50_000
 
+// maxCommits bounds the commits a Repo remembers the tree of.
+const maxCommits = 50_000
+
 // refreshIfOlder fetches again when the last fetch is older than d (0:
 // any age) or than notBefore.
 func (r *Repo) refreshIfOlder(ctx context.Context, d time.Duration, notBefore time.Time) error {
@@ -375,6 +378,9 @@ func (r *Repo) commitTree(h plumbing.Hash) (plumbing.Hash, error) {
 	c, err := read(r, func() (*object.Commit, error) { return r.git.CommitObject(h) })
 	if err != nil {
 		return plumbing.ZeroHash, err
+	}
+	if len(r.commits) >= maxCommits {
+		clear(r.commits)
 	}
 	r.commits[h] = c.TreeHash
 	return c.TreeHash, nil
@@ -641,7 +647,15 @@ func (r *Repo) UpdateBranch(ctx context.Context, name string, newHash, old plumb
 	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
 		// Mirror the new tip locally, as the next fetch would.
 		r.refs[refName] = newHash
-		return r.git.Storer.SetReference(plumbing.NewHashReference(refName, newHash))
+		if err := r.git.Storer.SetReference(plumbing.NewHashReference(refName, newHash)); err != nil {
+			return err
+		}
+		// Each write left a pack (Batch.Flush): the clone rolls them up
+		// now, while it writes, not at its next fetch, which may be an
+		// idle interval's (or, for a destination only written to, hours
+		// of packs later, its reads going through hundreds of them).
+		r.compact()
+		return nil
 	}
 	pushErr := redactErr(err)
 	if words := said.String(); words != "" {
