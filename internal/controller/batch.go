@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -51,23 +50,12 @@ type batchResult struct {
 	err error // the batch could not run
 }
 
-// batcher hydrates ManifestSyncs in batches, one destination repository
-// at a time: the syncs of a repository that come due together are
-// checked together (sharing each clone and tag look-up), in the order
-// they came, and land as one commit per branch, however many changed. A
-// repository has one batch running at most, of maxBatch syncs at most;
-// syncs arriving meanwhile wait for the next. Batches of different
-// repositories run side by side, as many as slots allows.
-//
-// By repository, not by branch: a source's syncs usually go to several
-// branches (one per environment), and come due together. Batched by
-// branch, each batch held one sync of each of many sources, and a
-// source's renders were spread over as many batches: its warm render
-// worker (one per trust domain, package sandbox) had ended before the
-// next, and at 10,000 syncs of 500 sources into 50 branches 73% of the
-// renders started a worker. Batched by repository, a source's syncs are
-// rendered one after another in one worker, as a command-line run
-// renders them.
+// batcher hydrates ManifestSyncs in batches, one destination branch at a
+// time: the syncs of a branch that come due together are checked
+// together (sharing each clone and tag look-up) and land as one commit,
+// however many changed. A branch has one batch running at most; syncs
+// arriving meanwhile wait for the next. Batches of different branches run
+// side by side, as many as slots allows.
 type batcher struct {
 	ctx  context.Context
 	base hydrate.Options
@@ -78,7 +66,7 @@ type batcher struct {
 	log    *slog.Logger
 
 	mu     sync.Mutex
-	queues map[string][]*job // batch key → jobs waiting; present while a runner lives
+	queues map[string][]*job // branch key → jobs waiting; present while a runner lives
 }
 
 func newBatcher(ctx context.Context, e *engines, concurrent int, log *slog.Logger) *batcher {
@@ -97,15 +85,10 @@ func newBatcher(ctx context.Context, e *engines, concurrent int, log *slog.Logge
 	}
 }
 
-// maxBatch bounds a batch: what its renders hold until its commits (the
-// rendered folders) and how long a sync due meanwhile waits (a variable
-// for the tests).
-var maxBatch = 512
-
-// batchKey names the destination repository (or OCI tag) a sync writes,
-// and the credentials it writes with: another Secret is another clone,
-// or another registry client.
-func batchKey(j *job) string {
+// branchKey names the destination branch (or OCI tag) a sync writes, and
+// the credentials it writes with: another Secret is another clone, or
+// another registry client.
+func branchKey(j *job) string {
 	d := j.ms.Spec.Destination
 	if d.IsOCI() {
 		return d.Repo + "\x00" + d.Tag + "\x00" + j.dstRegID
@@ -114,6 +97,7 @@ func batchKey(j *job) string {
 	if loc, err := source.ParseLocation(d.Repo, j.ms.Origin.Dir); err == nil {
 		key = loc.Key()
 	}
+	key += "\x00" + d.Branch
 	if j.dst != nil {
 		key += "\x00" + j.dst.Scope
 	}
@@ -123,7 +107,7 @@ func batchKey(j *job) string {
 // submit queues j and waits for its result.
 func (b *batcher) submit(ctx context.Context, j *job) (hydrate.Result, error) {
 	j.done = make(chan batchResult, 1)
-	key := batchKey(j)
+	key := branchKey(j)
 	b.mu.Lock()
 	waiting, running := b.queues[key]
 	b.queues[key] = append(waiting, j)
@@ -139,7 +123,7 @@ func (b *batcher) submit(ctx context.Context, j *job) (hydrate.Result, error) {
 	}
 }
 
-// run hydrates the batches of one repository until none is waiting.
+// run hydrates the batches of one branch until none is waiting.
 func (b *batcher) run(key string) {
 	for {
 		// Syncs due together arrive over a few milliseconds (the
@@ -155,12 +139,7 @@ func (b *batcher) run(key string) {
 			b.mu.Unlock()
 			return
 		}
-		if len(jobs) > maxBatch {
-			b.queues[key] = slices.Clone(jobs[maxBatch:])
-			jobs = jobs[:maxBatch]
-		} else {
-			b.queues[key] = jobs[:0:0]
-		}
+		b.queues[key] = jobs[:0:0]
 		b.mu.Unlock()
 		select {
 		case b.slots <- struct{}{}:

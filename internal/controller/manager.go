@@ -400,12 +400,11 @@ func Run(ctx context.Context, o Options) error {
 	changed := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
 	msr = &ManifestSyncReconciler{Client: mgr.GetClient(), secrets: sec, engines: eng, batch: batch, events: rec,
 		log: o.Log, allowLocal: o.AllowLocalRepos, now: o.Now, attempts: newAttempts()}
-	// A reconcile waits on its repository's batch: the batches
-	// (--concurrent at once), not the reconciles, bound the work, and
-	// the reconciles waiting bound how many syncs a batch gathers. 512 of
-	// them over 50 branches made batches of 6 syncs from 10,000 due (when
-	// batches were a branch's), each paying a commit and a push; a
-	// waiting reconcile costs a goroutine.
+	// A reconcile waits on its branch's batch: the batches (--concurrent
+	// at once), not the reconciles, bound the work, and the reconciles
+	// waiting bound how many syncs a batch gathers. 512 of them over 50
+	// branches made batches of 6 syncs from 10,000 due, each paying a
+	// commit and a push; a waiting reconcile costs a goroutine.
 	if err := ctrl.NewControllerManagedBy(mgr).Named("manifestsync").For(&v1alpha1.ManifestSync{}, changed).
 		WatchesRawSource(source.Channel(requests, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxWaitingSyncs}).Complete(gated{msr, api}); err != nil {

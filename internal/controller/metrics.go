@@ -53,7 +53,7 @@ var (
 	})
 	batchDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "sluice_batch_duration_seconds",
-		Help:    "Time to hydrate one batch of ManifestSyncs of one destination repository.",
+		Help:    "Time to hydrate one batch of ManifestSyncs of one destination branch.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 	})
 	batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
